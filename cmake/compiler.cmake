@@ -1,0 +1,17 @@
+# Compiler launcher, warnings and sanitizers shared by every target.
+find_program(NPUSCOPE_CCACHE ccache)
+if(NPUSCOPE_CCACHE)
+  # Precompiled headers are only cacheable with this sloppiness (ccache manual, "Precompiled headers").
+  set(_ccache_launcher ${CMAKE_COMMAND} -E env
+      CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+      ${NPUSCOPE_CCACHE})
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${_ccache_launcher})
+endif()
+
+add_library(npuscope_warnings INTERFACE)
+target_compile_options(npuscope_warnings INTERFACE -Wall -Wextra -Wno-unused-parameter)
+
+if(NPUSCOPE_SANITIZE)
+  add_compile_options(-fsanitize=${NPUSCOPE_SANITIZE} -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=${NPUSCOPE_SANITIZE})
+endif()

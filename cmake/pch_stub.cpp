@@ -1,0 +1,1 @@
+// Translation unit that carries a precompiled header; intentionally empty.

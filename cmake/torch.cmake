@@ -1,0 +1,32 @@
+# Everything that includes a libtorch header links npuscope::torch. It carries the flags that
+# Debian's libtorch 1.13 needs to agree with its own binary:
+#  * -DNDEBUG: libtorch is built with it, and at::RecordFunction's layout differs without it
+#    (its inputs() then asserts);
+#  * -fPIC on every torch TU, so one precompiled header serves libraries and executables.
+find_package(Torch REQUIRED CONFIG)
+
+add_library(npuscope_torch INTERFACE)
+add_library(npuscope::torch ALIAS npuscope_torch)
+target_link_libraries(npuscope_torch INTERFACE ${TORCH_LIBRARIES})
+target_compile_definitions(npuscope_torch INTERFACE NDEBUG)
+target_compile_options(npuscope_torch INTERFACE -fPIC ${TORCH_CXX_FLAGS})
+
+# Two precompiled headers: the ATen/dispatcher level for libraries, and the full C++ frontend
+# (torch::nn) for tests, benchmarks and the CLI. Targets reuse them with npuscope_use_pch().
+add_library(npuscope_pch_aten OBJECT ${PROJECT_SOURCE_DIR}/cmake/pch_stub.cpp)
+target_link_libraries(npuscope_pch_aten PRIVATE npuscope::torch)
+add_library(npuscope_pch_torch OBJECT ${PROJECT_SOURCE_DIR}/cmake/pch_stub.cpp)
+target_link_libraries(npuscope_pch_torch PRIVATE npuscope::torch)
+if(NPUSCOPE_PCH)
+  target_precompile_headers(npuscope_pch_aten PRIVATE
+      <ATen/ATen.h> <ATen/core/dispatch/Dispatcher.h> <torch/library.h> <c10/core/TensorImpl.h>)
+  target_precompile_headers(npuscope_pch_torch PRIVATE
+      <torch/torch.h> <ATen/core/dispatch/Dispatcher.h> <torch/library.h>)
+endif()
+
+# npuscope_use_pch(target aten|torch)
+function(npuscope_use_pch target kind)
+  if(NPUSCOPE_PCH)
+    target_precompile_headers(${target} REUSE_FROM npuscope_pch_${kind})
+  endif()
+endfunction()

@@ -1,0 +1,129 @@
+// The npu:: API on the ATen side: devices as c10::Device, names, threads, op cost estimates.
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include "aten/npu_tensor.h"
+#include "npuscope/device/npu.h"
+
+namespace npuscope::npu {
+
+c10::Device device(int index) {
+  if (index < 0) index = current_device();
+  const Status s = check_device(index);
+  TORCH_CHECK(s.isOk(), s.message());
+  return c10::Device(kDeviceType, static_cast<c10::DeviceIndex>(index));
+}
+
+c10::Device parse_torch_device(const std::string& text) {
+  if (text == "cpu") return c10::Device(c10::kCPU);
+  auto idx = parse_device(text);
+  TORCH_CHECK(idx.isOk(), idx.status().message());
+  return device(*idx);
+}
+
+std::string format_device(const c10::Device& d) {
+  if (d.type() == kDeviceType) return device_name(d.has_index() ? d.index() : current_device());
+  return d.str();
+}
+
+bool is_npu(const at::Tensor& t) { return aten::isNpu(t); }
+
+void synchronize(int device_index) {
+  // Every op has completed when it returns; only the index is checked.
+  if (device_index >= 0) {
+    const Status s = check_device(device_index);
+    TORCH_CHECK(s.isOk(), s.message());
+  }
+}
+
+void set_num_threads(int n) { at::set_num_threads(std::max(1, n)); }
+int num_threads() { return at::get_num_threads(); }
+
+namespace {
+// Debian's libtorch starts with one intra-op thread; the device uses the cores it has.
+struct InitThreads {
+  InitThreads() {
+    int n = static_cast<int>(std::thread::hardware_concurrency());
+    if (const char* env = std::getenv("NPUSCOPE_NUM_THREADS")) n = std::atoi(env);
+    if (n > 0) at::set_num_threads(n);
+  }
+} g_init_threads;
+
+std::string baseName(const std::string& name) {
+  const auto pos = name.find("::");
+  std::string n = pos == std::string::npos ? name : name.substr(pos + 2);
+  const auto dot = n.find('.');
+  return dot == std::string::npos ? n : n.substr(0, dot);
+}
+
+bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+OpWork estimate_op_work(const std::string& op_name, const std::vector<at::Tensor>& inputs,
+                        const std::vector<at::Tensor>& outputs) {
+  OpWork w;
+  double out_numel = 0, in_numel = 0;
+  for (const auto& t : inputs) {
+    if (!t.defined()) continue;
+    w.bytes += static_cast<double>(t.numel() * t.element_size());
+    in_numel = std::max(in_numel, static_cast<double>(t.numel()));
+    if (aten::isLowPrecision(t.scalar_type())) w.low_precision = true;
+  }
+  for (const auto& t : outputs) {
+    if (!t.defined()) continue;
+    w.bytes += static_cast<double>(t.numel() * t.element_size());
+    out_numel += static_cast<double>(t.numel());
+  }
+  const std::string n = baseName(op_name);
+  auto in = [&](size_t i) -> const at::Tensor* {
+    return i < inputs.size() && inputs[i].defined() ? &inputs[i] : nullptr;
+  };
+  const double out0 = !outputs.empty() && outputs[0].defined() ? static_cast<double>(outputs[0].numel()) : 0;
+
+  if (n == "mm" || n == "bmm" || n == "matmul" || n == "addmm" || n == "baddbmm" || n == "addbmm" ||
+      n == "linear" || n == "mv" || n == "addmv" || n == "dot") {
+    // 2 * output elements * reduction length; the reduction length is the last dim of the
+    // first matrix operand (addmm/baddbmm: operand 1).
+    const bool has_bias = n == "addmm" || n == "baddbmm" || n == "addbmm" || n == "addmv";
+    const at::Tensor* a = in(has_bias ? 1 : 0);
+    const double k = a && a->dim() > 0 ? static_cast<double>(a->size(-1)) : 1.0;
+    w.unit = ComputeUnit::kCube;
+    w.flops = 2.0 * std::max(out0, 1.0) * k + (has_bias ? out0 : 0.0);
+  } else if (contains(n, "convolution") || contains(n, "conv")) {
+    const at::Tensor* weight = in(contains(n, "backward") ? 2 : 1);
+    const double per_out = weight && weight->dim() > 0 && weight->size(0) > 0
+                               ? static_cast<double>(weight->numel()) / static_cast<double>(weight->size(0))
+                               : 1.0;
+    w.unit = ComputeUnit::kCube;
+    if (contains(n, "backward")) {
+      const at::Tensor* grad = in(0);
+      const double g = grad ? static_cast<double>(grad->numel()) : out0;
+      w.flops = 2.0 * 2.0 * g * per_out;  // grad_input and grad_weight
+    } else {
+      w.flops = 2.0 * out0 * per_out;
+    }
+  } else if (n == "copy_" || n == "_copy_from" || n == "_copy_from_and_resize" || n == "_to_copy" ||
+             n == "cat" || n == "stack" || n == "index" || n == "index_select" || n == "gather" ||
+             n == "scatter" || n == "index_put_" || n == "clone" || n == "contiguous" || n == "fill_" ||
+             n == "zero_" || n == "empty" || n == "empty_strided" || n == "as_strided" || n == "view" ||
+             n == "_reshape_alias" || n == "resize_" || n == "unfold" || n == "masked_fill_" ||
+             n == "embedding" || n == "embedding_dense_backward") {
+    w.unit = ComputeUnit::kMemory;
+    w.flops = 0;
+  } else {
+    // Elementwise, reductions, activations, normalisations: a few operations per element.
+    w.unit = ComputeUnit::kVector;
+    const bool heavy = contains(n, "norm") || contains(n, "softmax") || contains(n, "exp") ||
+                       contains(n, "log") || contains(n, "gelu") || contains(n, "tanh") || contains(n, "sigmoid");
+    w.flops = std::max(out_numel, in_numel) * (heavy ? 5.0 : 1.0);
+  }
+  return w;
+}
+
+}  // namespace npuscope::npu

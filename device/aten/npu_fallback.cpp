@@ -1,0 +1,223 @@
+// Zero-copy boxed fallback.
+//
+// Every npu tensor argument is aliased as a CPU tensor over the same memory, the op's CPU kernel
+// runs, and its results are handed back as npu tensors: in-place and out= results are the npu
+// arguments themselves (resizes carried back), views share the npu argument's storage, fresh
+// results adopt the memory the CPU kernel allocated from the device pool. Nothing is copied.
+//
+// Low precision: when an op reads fp16/bf16 npu tensors, its math runs in fp32 and results are
+// rounded to the dtype the op would have produced (the Cube's fp16-in / fp32-accumulate /
+// fp16-out behaviour, and the only way to run ops libtorch 1.13 lacks Half kernels for).
+// Views are exempt: they move no data and must keep aliasing their base.
+#include "aten/npu_fallback.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/function_schema.h>
+#include <c10/util/SmallVector.h>
+
+#include <string>
+
+#include "aten/npu_tensor.h"
+#include "npuscope/device/npu.h"
+
+namespace npuscope::npu::aten {
+namespace {
+
+// One npu tensor argument (possibly inside a list) and what stands in for it on the CPU.
+struct Slot {
+  at::Tensor npu;          // the caller's tensor
+  at::Tensor alias;        // CPU tensor over npu's memory
+  at::Tensor compute;      // what the kernel gets: alias, or an fp32 copy of it
+  const void* alias_data;  // alias data pointer before the kernel
+  bool is_write = false;   // the schema says the op writes it
+};
+
+bool schemaIsView(const c10::FunctionSchema& schema) {
+  for (const auto& r : schema.returns()) {
+    if (r.alias_info() && !r.alias_info()->isWrite()) return true;
+  }
+  return false;
+}
+
+bool argIsScalarType(const c10::Argument& a) {
+  const auto& t = a.real_type();
+  if (t->kind() == c10::TypeKind::ScalarTypeType) return true;
+  if (t->kind() == c10::TypeKind::OptionalType) {
+    return t->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::ScalarTypeType;
+  }
+  return false;
+}
+
+bool argIsDevice(const c10::Argument& a) {
+  const auto& t = a.type();
+  if (t->kind() == c10::TypeKind::DeviceObjType) return true;
+  if (t->kind() == c10::TypeKind::OptionalType) {
+    return t->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::DeviceObjType;
+  }
+  return false;
+}
+
+// The floating dtype a low-precision op's floating results are rounded to, when the op did not
+// name one: torch's type promotion over the floating tensor arguments (dimensioned tensors win
+// over zero-dim ones), except for normalisations, whose result follows their input.
+c10::ScalarType promotedFloatType(const c10::FunctionSchema& schema, const c10::SmallVector<Slot, 8>& slots) {
+  const std::string& name = schema.name();
+  const bool follows_input = name.find("_norm") != std::string::npos || name.find("norm_") != std::string::npos;
+  c10::ScalarType dimmed = c10::ScalarType::Undefined, zerodim = c10::ScalarType::Undefined;
+  for (const auto& s : slots) {
+    const auto st = s.npu.scalar_type();
+    if (!at::isFloatingType(st)) continue;
+    if (follows_input) return st;
+    auto& acc = s.npu.dim() > 0 ? dimmed : zerodim;
+    acc = acc == c10::ScalarType::Undefined ? st : c10::promoteTypes(acc, st);
+  }
+  return dimmed != c10::ScalarType::Undefined ? dimmed : zerodim;
+}
+
+struct OpState {
+  c10::SmallVector<Slot, 8> slots;
+  int device = -1;
+  bool low_precision = false;
+  c10::ScalarType explicit_target = c10::ScalarType::Undefined;  // a dtype the op was asked for
+};
+
+at::Tensor prepare(OpState& st, const at::Tensor& t, bool is_write) {
+  if (!isNpu(t)) return t;
+  Slot s;
+  s.npu = t;
+  s.alias = aliasAsCpu(t);
+  s.alias_data = s.alias.unsafeGetTensorImpl()->storage().data();
+  s.is_write = is_write;
+  s.compute = st.low_precision && isLowPrecision(t.scalar_type()) ? upcast(s.alias) : s.alias;
+  st.slots.push_back(s);
+  return s.compute;
+}
+
+// Maps one CPU result back to the npu world.
+at::Tensor finishResult(OpState& st, const c10::FunctionSchema& schema, const at::Tensor& r, c10::ScalarType target) {
+  if (!r.defined() || r.device().type() != c10::kCPU) return r;
+  c10::TensorImpl* impl = r.unsafeGetTensorImpl();
+  for (const auto& s : st.slots) {
+    if (impl == s.compute.unsafeGetTensorImpl()) return s.npu;  // in-place / out=
+  }
+  c10::StorageImpl* rst = impl->storage().unsafeGetStorageImpl();
+  for (const auto& s : st.slots) {
+    if (rst == s.alias.unsafeGetTensorImpl()->storage().unsafeGetStorageImpl()) {
+      return npuViewLike(s.npu, r);  // a view of an npu argument
+    }
+  }
+  checkDtypeSupported(r.scalar_type(), schema.name().c_str());
+  if (st.low_precision && r.scalar_type() == c10::kFloat && isLowPrecision(target)) {
+    return wrapAsNpu(downcast(r, target, st.device), st.device);
+  }
+  checkFloatStatus(r, st.device);
+  return wrapAsNpu(r, st.device);
+}
+
+}  // namespace
+
+void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& schema, torch::jit::Stack* stack) {
+  const auto& args = schema.arguments();
+  const size_t nargs = args.size();
+  const size_t base = stack->size() - nargs;
+  OpState st;
+
+  // Which device, and is this low-precision math?
+  const bool is_view = schemaIsView(schema);
+  for (size_t i = 0; i < nargs; ++i) {
+    const c10::IValue& v = (*stack)[base + i];
+    auto visit = [&](const at::Tensor& t) {
+      if (!isNpu(t)) return;
+      if (st.device < 0) st.device = deviceIndex(t);
+      if (!is_view && isLowPrecision(t.scalar_type())) st.low_precision = true;
+    };
+    if (v.isTensor()) {
+      visit(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) visit(t);
+    } else if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef())
+        if (e.isTensor()) visit(e.toTensor());
+    }
+  }
+  if (st.device < 0) st.device = npu::current_device();
+  DeviceAllocationScope alloc_scope(st.device);
+
+  // Swap npu tensors for CPU stand-ins; rewrite dtype and device arguments.
+  for (size_t i = 0; i < nargs; ++i) {
+    c10::IValue& v = (*stack)[base + i];
+    const bool is_write = args[i].alias_info() && args[i].alias_info()->isWrite();
+    if (v.isTensor()) {
+      v = prepare(st, v.toTensor(), is_write);
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> out;
+      for (const at::Tensor& t : v.toTensorList()) out.push_back(prepare(st, t, is_write));
+      v = out;
+    } else if (v.isList() && args[i].type()->kind() == c10::TypeKind::ListType) {
+      const auto& elems = v.toListRef();
+      bool any_tensor = false;
+      for (const auto& e : elems) any_tensor |= e.isTensor();
+      if (any_tensor) {
+        c10::List<c10::optional<at::Tensor>> out;
+        for (const auto& e : elems) {
+          if (e.isTensor()) out.push_back(prepare(st, e.toTensor(), is_write));
+          else out.push_back(c10::nullopt);
+        }
+        v = out;
+      }
+    } else if (v.isInt() && argIsScalarType(args[i])) {
+      const auto s = static_cast<c10::ScalarType>(v.toInt());
+      checkDtypeSupported(s, schema.name().c_str());
+      if (st.low_precision && isLowPrecision(s)) {
+        st.explicit_target = s;
+        v = static_cast<int64_t>(c10::kFloat);
+      } else {
+        st.explicit_target = s;
+      }
+    } else if (v.isDevice() && argIsDevice(args[i]) && v.toDevice().type() == kDeviceType) {
+      v = c10::Device(c10::kCPU);
+    } else if (st.low_precision && v.isBool() && args[i].name() == "half_to_float" && v.toBool()) {
+      v = false;  // the kernel now sees fp32 input; the result stays fp32 as asked
+      st.explicit_target = c10::kFloat;
+    }
+  }
+
+  cpu_op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+
+  // Writes into npu arguments: round fp32 stand-ins back, or carry resizes over.
+  for (auto& s : st.slots) {
+    if (!s.is_write) continue;
+    if (s.compute.unsafeGetTensorImpl() != s.alias.unsafeGetTensorImpl()) {
+      if (s.compute.sizes() != s.npu.sizes()) {
+        s.npu.resize_(s.compute.sizes());
+        s.alias = aliasAsCpu(s.npu);
+      }
+      copyWithStatus(s.alias, s.compute, st.device);
+    } else {
+      syncMutatedAlias(s.npu, s.alias, s.alias_data);
+      checkFloatStatus(s.alias, st.device);
+    }
+  }
+
+  c10::ScalarType target = st.explicit_target;
+  if (st.low_precision && target == c10::ScalarType::Undefined) target = promotedFloatType(schema, st.slots);
+
+  const size_t nret = schema.returns().size();
+  const size_t rbase = stack->size() - nret;
+  for (size_t i = 0; i < nret; ++i) {
+    c10::IValue& v = (*stack)[rbase + i];
+    if (v.isTensor()) {
+      v = finishResult(st, schema, v.toTensor(), target);
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> out;
+      for (const at::Tensor& t : v.toTensorList()) out.push_back(finishResult(st, schema, t, target));
+      v = out;
+    }
+  }
+}
+
+void npuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  runOnCpu(op, op.schema(), stack);
+}
+
+}  // namespace npuscope::npu::aten

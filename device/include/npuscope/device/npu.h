@@ -1,0 +1,46 @@
+// The npu device as libtorch sees it: npu tensors are PrivateUse1 tensors, which npuscope names
+// "npu:N" wherever a person reads a device. Include this to use the device from C++.
+//
+//   at::Tensor x = at::randn({2, 3}).to(npuscope::npu::device(0));
+//   npuscope::npu::set_device(1);
+//   auto stats = npuscope::npu::memory_stats(1);
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <string>
+
+#include "npuscope/device/cost_model.h"
+#include "npuscope/device/device_log.h"
+#include "npuscope/device/runtime.h"
+
+namespace at {
+class Tensor;
+}
+
+namespace npuscope::npu {
+
+constexpr c10::DeviceType kDeviceType = c10::DeviceType::PrivateUse1;
+
+// c10::Device of npu:index (index -1: the current device). Checks the index.
+c10::Device device(int index = -1);
+// Parses "npu:N" (or "cpu") into a c10::Device; throws c10::Error naming the text.
+c10::Device parse_torch_device(const std::string& text);
+// "npu:0" for PrivateUse1 devices, c10's own name ("cpu") otherwise.
+std::string format_device(const c10::Device& d);
+bool is_npu(const at::Tensor& t);
+
+// Operations on a device run synchronously on the host; synchronize() exists so code ported from
+// torch_npu keeps its calls, and it is the point where a real device would be waited for.
+void synchronize(int device = -1);
+
+// Intra-op threads used by the device's kernels. At load the device sets them to the cores
+// available (NPUSCOPE_NUM_THREADS overrides) because Debian's libtorch starts with 1.
+void set_num_threads(int n);
+int num_threads();
+
+// The modeled cost of one op of the device, from its name and tensors (see cost_model.h).
+OpWork estimate_op_work(const std::string& op_name, const std::vector<at::Tensor>& inputs,
+                        const std::vector<at::Tensor>& outputs);
+
+}  // namespace npuscope::npu

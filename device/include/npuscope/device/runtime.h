@@ -1,0 +1,119 @@
+// The emulated NPU's runtime: devices, the current device, memory pools with a capacity,
+// the sticky float-status register and the device log. Torch-free; the ATen layer
+// (npuscope/device/npu.h) builds on it.
+//
+// Environment, read once at first use:
+//   NPUSCOPE_NPU_COUNT        physical devices in the machine (default 8, 1..64)
+//   ASCEND_RT_VISIBLE_DEVICES comma list of physical ids the process may see, renumbered from 0
+//   ASCEND_DEVICE_ID          logical device used when none was set (default 0)
+//   NPUSCOPE_NPU_MEMORY       capacity of each device, e.g. "32G", "512M", "4096" (bytes);
+//                             default 32G like an Ascend 910
+//   NPUSCOPE_NPU_CACHE_LIMIT  bytes a pool keeps cached for reuse (default 1G)
+//   NPUSCOPE_OVERFLOW_MODE    inf_nan (default, 910B-like) or saturation (910A-like)
+//   NPUSCOPE_FLOAT_STATUS     1 to track the float-status register from the start
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "npuscope/core/status.h"
+
+namespace npuscope::npu {
+
+constexpr int kMaxDevices = 64;
+
+// ---- devices ----------------------------------------------------------------------------
+// Problems in the environment (a malformed ASCEND_RT_VISIBLE_DEVICES, say). When not OK,
+// device_count() is 0 and every device call fails with this message.
+const Status& environment_status();
+int device_count();
+// The physical id behind logical device `device` (ASCEND_RT_VISIBLE_DEVICES renumbering).
+int physical_id(int device);
+// The calling thread's current device (initially ASCEND_DEVICE_ID).
+int current_device();
+Status set_device(int device);
+// Throws nothing; returns an error naming the device and the valid range.
+Status check_device(int device);
+// "npu:3"
+std::string device_name(int device);
+// Parses "npu", "npu:N" or "N"; refuses anything else with a message naming the text.
+StatusOr<int> parse_device(const std::string& text);
+
+// ---- memory -----------------------------------------------------------------------------
+struct MemoryStats {
+  uint64_t allocated = 0;       // bytes in live blocks (rounded block sizes)
+  uint64_t reserved = 0;        // allocated + cached blocks held by the pool
+  uint64_t peak_allocated = 0;
+  uint64_t peak_reserved = 0;
+  uint64_t capacity = 0;
+  uint64_t num_allocs = 0;
+  uint64_t num_ooms = 0;
+};
+
+// A block handed out by a pool. `data` is 64-byte aligned.
+struct Block {
+  void* data = nullptr;
+  void* context = nullptr;  // give back to release()
+};
+
+// Allocates `bytes` on `device`. Over capacity -> kOutOfMemory naming device, request, in use
+// and capacity; the pool is unchanged and the caller can free and retry.
+StatusOr<Block> allocate(int device, size_t bytes);
+// Returns a block to its pool. `context` is Block::context.
+void release(void* context);
+MemoryStats memory_stats(int device);
+void reset_peak_memory_stats(int device);
+void set_memory_capacity(int device, uint64_t bytes);
+// Frees every cached (unused) block of the device back to the host.
+void empty_cache(int device);
+
+// Observer told of every change of a device's allocated/reserved bytes (the profiler's memory
+// track). Called on the allocating thread; must be cheap and must not allocate on the device.
+using MemoryObserver = void (*)(int device, uint64_t allocated, uint64_t reserved);
+void set_memory_observer(MemoryObserver observer);
+
+// ---- float status -----------------------------------------------------------------------
+// inf_nan: overflowing ops produce inf/nan as IEEE says (Ascend 910B).
+// saturation: low-precision results clamp to the format's max (fp16: +-65504), NaN becomes 0,
+// and only the float-status register reveals the overflow (Ascend 910A).
+enum class OverflowMode { kInfNan, kSaturation };
+
+OverflowMode overflow_mode();
+void set_overflow_mode(OverflowMode mode);
+StatusOr<OverflowMode> parse_overflow_mode(const std::string& text);
+const char* overflow_mode_name(OverflowMode mode);
+
+namespace detail {
+extern std::atomic<bool> g_float_status_tracking;
+}
+// Whether ops check their outputs and set the register. Off: one relaxed atomic load per op.
+inline bool float_status_tracking() {
+  return detail::g_float_status_tracking.load(std::memory_order_relaxed);
+}
+void set_float_status_tracking(bool on);
+// npu_get_float_status: true when an op on `device` overflowed since the last clear.
+bool get_float_status(int device);
+// npu_clear_float_status: clears the sticky flag of `device`.
+void clear_float_status(int device);
+// Sets the sticky flag of `device` (what an overflowing op does).
+void raise_float_status(int device);
+
+// ---- internal work ----------------------------------------------------------------------
+// Set while the device does work of its own on behalf of an op (dtype round trips, status
+// checks). Profilers and dumpers skip ops run inside it, so nothing is counted twice.
+class InternalScope {
+ public:
+  InternalScope() { ++depth_; }
+  ~InternalScope() { --depth_; }
+  InternalScope(const InternalScope&) = delete;
+  InternalScope& operator=(const InternalScope&) = delete;
+  static bool active() { return depth_ > 0; }
+
+ private:
+  static thread_local int depth_;
+};
+
+}  // namespace npuscope::npu

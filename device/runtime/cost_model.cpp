@@ -1,0 +1,76 @@
+#include "npuscope/device/cost_model.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+
+#include "npuscope/device/runtime.h"
+
+namespace npuscope::npu {
+
+int64_t modeled_duration_ns(const OpWork& work, const CostModelParams& p) {
+  double rate = 0;
+  switch (work.unit) {
+    case ComputeUnit::kCube:
+      rate = work.low_precision ? p.cube_fp16_flops_per_s : p.cube_fp32_flops_per_s;
+      break;
+    case ComputeUnit::kVector:
+      rate = work.low_precision ? p.vector_fp16_flops_per_s : p.vector_fp32_flops_per_s;
+      break;
+    case ComputeUnit::kMemory:
+      rate = 0;
+      break;
+  }
+  const double compute_s = rate > 0 ? work.flops / rate : 0.0;
+  const double memory_s = work.bytes / p.hbm_bytes_per_s;
+  return p.launch_ns + static_cast<int64_t>(std::max(compute_s, memory_s) * 1e9 + 0.5);
+}
+
+StreamSlot StreamModel::submit(int64_t submit_ns, int64_t dur_ns) {
+  const int64_t ready = submit_ns + (task_queue_ ? 0 : delay_ns_);
+  const int64_t start = prev_end_ns_ == INT64_MIN ? ready : std::max(ready, prev_end_ns_);
+  const int64_t end = start + dur_ns;
+  if (!task_queue_) delay_ns_ += end - ready;  // the host waited until the op finished
+  prev_end_ns_ = end;
+  return {start, end};
+}
+
+void StreamModel::reset() {
+  prev_end_ns_ = INT64_MIN;
+  delay_ns_ = 0;
+}
+
+bool task_queue_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("TASK_QUEUE_ENABLE");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+namespace {
+struct DeviceStream {
+  std::mutex mu;
+  StreamModel model{task_queue_enabled()};
+};
+std::array<DeviceStream, kMaxDevices>& streams() {
+  static auto* s = new std::array<DeviceStream, kMaxDevices>();
+  return *s;
+}
+}  // namespace
+
+StreamSlot submit_to_stream(int device, int64_t submit_ns, int64_t dur_ns) {
+  auto& s = streams()[static_cast<size_t>(std::clamp(device, 0, kMaxDevices - 1))];
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.model.submit(submit_ns, dur_ns);
+}
+
+void reset_streams() {
+  for (auto& s : streams()) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.model.reset();
+  }
+}
+
+}  // namespace npuscope::npu

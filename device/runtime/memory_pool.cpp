@@ -1,0 +1,198 @@
+// Per-device memory pools: host memory with a device's accounting, a capacity and a cache of
+// freed blocks (as the CANN and CUDA caching allocators keep one), so `reserved` means what it
+// means on a real device.
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "npuscope/core/format.h"
+#include "npuscope/device/runtime.h"
+
+namespace npuscope::npu {
+namespace {
+
+constexpr size_t kAlign = 64;                  // every block's data is 64-byte aligned
+constexpr size_t kHeader = 64;                 // block header in front of the data
+constexpr size_t kSmallRound = 512;            // blocks up to 1 MiB round to 512 B
+constexpr size_t kSmallLimit = 1 << 20;
+constexpr size_t kLargeRound = 2 << 20;        // larger blocks round to 2 MiB
+
+struct BlockHeader {
+  int32_t device;
+  uint64_t size;  // rounded size of the data part
+};
+static_assert(sizeof(BlockHeader) <= kHeader, "header must fit");
+
+size_t roundSize(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  size_t r = bytes <= kSmallLimit ? kSmallRound : kLargeRound;
+  return (bytes + r - 1) / r * r;
+}
+
+uint64_t parseBytes(const char* text, uint64_t fallback) {
+  if (!text || !*text) return fallback;
+  char* end = nullptr;
+  double v = std::strtod(text, &end);
+  if (end == text || v <= 0) return fallback;
+  uint64_t mult = 1;
+  switch (*end) {
+    case 'k': case 'K': mult = 1ull << 10; break;
+    case 'm': case 'M': mult = 1ull << 20; break;
+    case 'g': case 'G': mult = 1ull << 30; break;
+    case 't': case 'T': mult = 1ull << 40; break;
+    default: break;
+  }
+  return static_cast<uint64_t>(v * static_cast<double>(mult));
+}
+
+struct Pool {
+  std::mutex mu;
+  int device = 0;
+  MemoryStats stats;
+  uint64_t cached = 0;
+  uint64_t cache_limit = 1ull << 30;
+  std::unordered_map<uint64_t, std::vector<void*>> free_blocks;  // size -> bases
+
+  void freeCachedLocked() {
+    for (auto& [size, bases] : free_blocks) {
+      for (void* b : bases) std::free(b);
+      stats.reserved -= size * bases.size();
+    }
+    free_blocks.clear();
+    cached = 0;
+  }
+};
+
+std::atomic<MemoryObserver> g_observer{nullptr};
+
+std::array<Pool, kMaxDevices>& pools() {
+  static std::array<Pool, kMaxDevices>* p = [] {
+    auto* arr = new std::array<Pool, kMaxDevices>();  // leaked on purpose: outlives statics
+    uint64_t capacity = parseBytes(std::getenv("NPUSCOPE_NPU_MEMORY"), 32ull << 30);
+    uint64_t cache = parseBytes(std::getenv("NPUSCOPE_NPU_CACHE_LIMIT"), 1ull << 30);
+    for (int i = 0; i < kMaxDevices; ++i) {
+      (*arr)[i].device = i;
+      (*arr)[i].stats.capacity = capacity;
+      (*arr)[i].cache_limit = cache;
+    }
+    return arr;
+  }();
+  return *p;
+}
+
+void notify(int device, uint64_t allocated, uint64_t reserved) {
+  if (auto obs = g_observer.load(std::memory_order_relaxed)) obs(device, allocated, reserved);
+}
+
+}  // namespace
+
+StatusOr<Block> allocate(int device, size_t bytes) {
+  if (device < 0 || device >= kMaxDevices) {
+    return invalidArgument("npu:" + std::to_string(device) + " does not exist");
+  }
+  Pool& pool = pools()[device];
+  const uint64_t size = roundSize(bytes);
+  void* base = nullptr;
+  uint64_t allocated, reserved;
+  {
+    std::lock_guard<std::mutex> lock(pool.mu);
+    auto it = pool.free_blocks.find(size);
+    if (it != pool.free_blocks.end() && !it->second.empty()) {
+      base = it->second.back();
+      it->second.pop_back();
+      pool.cached -= size;
+    } else {
+      if (pool.stats.reserved + size > pool.stats.capacity && pool.cached > 0) {
+        pool.freeCachedLocked();
+      }
+      if (pool.stats.reserved + size > pool.stats.capacity) {
+        ++pool.stats.num_ooms;
+        return outOfMemory(device_name(device) + " out of memory: tried to allocate " + formatBytes(bytes) +
+                           " with " + formatBytes(pool.stats.allocated) + " in use and " +
+                           formatBytes(pool.stats.reserved) + " reserved of a capacity of " +
+                           formatBytes(pool.stats.capacity));
+      }
+      base = std::aligned_alloc(kAlign, kHeader + size);
+      if (!base) {
+        ++pool.stats.num_ooms;
+        return outOfMemory(device_name(device) + ": the host could not provide " + formatBytes(size) +
+                           " for this device's pool");
+      }
+      auto* h = static_cast<BlockHeader*>(base);
+      h->device = device;
+      h->size = size;
+      pool.stats.reserved += size;
+      pool.stats.peak_reserved = std::max(pool.stats.peak_reserved, pool.stats.reserved);
+    }
+    pool.stats.allocated += size;
+    pool.stats.peak_allocated = std::max(pool.stats.peak_allocated, pool.stats.allocated);
+    ++pool.stats.num_allocs;
+    allocated = pool.stats.allocated;
+    reserved = pool.stats.reserved;
+  }
+  notify(device, allocated, reserved);
+  return Block{static_cast<char*>(base) + kHeader, base};
+}
+
+void release(void* context) {
+  if (!context) return;
+  auto* h = static_cast<BlockHeader*>(context);
+  Pool& pool = pools()[h->device];
+  uint64_t allocated, reserved;
+  {
+    std::lock_guard<std::mutex> lock(pool.mu);
+    pool.stats.allocated -= h->size;
+    if (pool.cached + h->size <= pool.cache_limit) {
+      pool.free_blocks[h->size].push_back(context);
+      pool.cached += h->size;
+    } else {
+      pool.stats.reserved -= h->size;
+      std::free(context);
+    }
+    allocated = pool.stats.allocated;
+    reserved = pool.stats.reserved;
+  }
+  notify(h->device, allocated, reserved);
+}
+
+MemoryStats memory_stats(int device) {
+  if (device < 0 || device >= kMaxDevices) return {};
+  Pool& pool = pools()[device];
+  std::lock_guard<std::mutex> lock(pool.mu);
+  return pool.stats;
+}
+
+void reset_peak_memory_stats(int device) {
+  if (device < 0 || device >= kMaxDevices) return;
+  Pool& pool = pools()[device];
+  std::lock_guard<std::mutex> lock(pool.mu);
+  pool.stats.peak_allocated = pool.stats.allocated;
+  pool.stats.peak_reserved = pool.stats.reserved;
+}
+
+void set_memory_capacity(int device, uint64_t bytes) {
+  if (device < 0 || device >= kMaxDevices) return;
+  Pool& pool = pools()[device];
+  std::lock_guard<std::mutex> lock(pool.mu);
+  pool.stats.capacity = bytes;
+}
+
+void empty_cache(int device) {
+  if (device < 0 || device >= kMaxDevices) return;
+  Pool& pool = pools()[device];
+  uint64_t allocated, reserved;
+  {
+    std::lock_guard<std::mutex> lock(pool.mu);
+    pool.freeCachedLocked();
+    allocated = pool.stats.allocated;
+    reserved = pool.stats.reserved;
+  }
+  notify(device, allocated, reserved);
+}
+
+void set_memory_observer(MemoryObserver observer) { g_observer.store(observer); }
+
+}  // namespace npuscope::npu

@@ -1,0 +1,4 @@
+#include "npuscope/profiler/profiler.h"
+namespace npuscope::profiler {
+const char* componentName() { return "profiler"; }
+}

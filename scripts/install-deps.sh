@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs every Debian package npuscope needs. Idempotent: packages already present are left
+# alone, and apt-get is not called at all when nothing is missing.
+set -euo pipefail
+
+# package                 why
+PACKAGES=(
+  build-essential         # g++ 12, the C++17 compiler
+  cmake                   # build system (3.25 on Debian 12)
+  ninja-build             # fast parallel builds on 2 cores
+  ccache                  # rebuilds of heavy libtorch translation units come from the cache
+  pkg-config              # locating zstd and other libraries
+  libtorch-dev            # libtorch 1.13.1 (CPU): ATen, c10, autograd, the dispatcher
+  libopenblas0-pthread    # without it libblas.so.3 is netlib's reference BLAS (~35x slower mm)
+  libsqlite3-dev          # the trace store
+  libprotobuf-dev         # Ascend DumpData headers for dump files
+  protobuf-compiler       # protoc: generates the C++ of core/proto/*.proto, decodes dumps in tests
+  libgtest-dev            # GoogleTest for the unit tests
+  libgmock-dev            # GoogleMock (comes with GoogleTest's CMake package)
+  libbenchmark-dev        # Google Benchmark for benchmarks/
+  libcli11-dev            # command-line parsing of the npuscope CLI
+  nlohmann-json3-dev      # acl.json and chrome-trace JSON
+  libzstd-dev             # compression of tensor dumps
+  zlib1g-dev              # gzip IDX files of Fashion-MNIST
+  dataset-fashion-mnist   # the real training data, read in place under /usr/share/datasets
+  qtbase5-dev             # the Qt5 Widgets GUI
+  libqt5charts5-dev       # loss / loss-scale plots in the GUI
+  xvfb                    # GUI screenshots under a virtual X server
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+fi

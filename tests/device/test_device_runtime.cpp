@@ -1,0 +1,245 @@
+// The torch-free runtime: devices and the environment, memory pools, the float-status register,
+// the cost model and the stream model.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "npuscope/device/npu.h"
+
+namespace npu = npuscope::npu;
+
+namespace {
+
+// Runs the probe with extra environment assignments ("A=1 B=2") and returns its key=value lines
+// plus the whole output under "_all".
+std::map<std::string, std::string> probe(const std::string& env) {
+  const std::string cmd = "env -u ASCEND_RT_VISIBLE_DEVICES -u ASCEND_DEVICE_ID -u NPUSCOPE_NPU_COUNT " + env +
+                          " " NPU_ENV_PROBE " 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  std::map<std::string, std::string> out;
+  std::array<char, 512> buf{};
+  while (pipe && fgets(buf.data(), buf.size(), pipe.get())) {
+    std::string line(buf.data());
+    out["_all"] += line;
+    if (!line.empty() && line.back() == '\n') line.pop_back();
+    const auto eq = line.find('=');
+    if (eq != std::string::npos && line[0] != '[') out[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(DeviceEnvironment, DefaultsToEightDevicesStartingAtZero) {
+  auto p = probe("");
+  EXPECT_EQ(p["status"], "ok");
+  EXPECT_EQ(p["count"], "8");
+  EXPECT_EQ(p["physical"], "0,1,2,3,4,5,6,7");
+  EXPECT_EQ(p["current"], "0");
+  EXPECT_EQ(p["tensor_device"], "npu:0");
+  EXPECT_EQ(p["capacity"], std::to_string(32ull << 30));
+}
+
+TEST(DeviceEnvironment, VisibleDevicesLimitAndRenumber) {
+  auto p = probe("ASCEND_RT_VISIBLE_DEVICES=2,5,7");
+  EXPECT_EQ(p["status"], "ok");
+  EXPECT_EQ(p["count"], "3");
+  EXPECT_EQ(p["physical"], "2,5,7");
+}
+
+TEST(DeviceEnvironment, DeviceIdPicksTheDefaultDevice) {
+  auto p = probe("ASCEND_RT_VISIBLE_DEVICES=4,6 ASCEND_DEVICE_ID=1");
+  EXPECT_EQ(p["current"], "1");
+  EXPECT_EQ(p["tensor_device"], "npu:1");
+}
+
+TEST(DeviceEnvironment, DeviceCountIsConfigurable) {
+  auto p = probe("NPUSCOPE_NPU_COUNT=2");
+  EXPECT_EQ(p["count"], "2");
+  EXPECT_EQ(p["physical"], "0,1");
+}
+
+TEST(DeviceEnvironment, BadValuesAreNamedErrors) {
+  auto p = probe("ASCEND_RT_VISIBLE_DEVICES=1,x");
+  EXPECT_NE(p["status"].find("ASCEND_RT_VISIBLE_DEVICES='1,x'"), std::string::npos) << p["_all"];
+  EXPECT_EQ(p["count"], "0");
+  p = probe("ASCEND_RT_VISIBLE_DEVICES=9");
+  EXPECT_NE(p["status"].find("not a device id from 0 to 7"), std::string::npos) << p["_all"];
+  p = probe("ASCEND_DEVICE_ID=8");
+  EXPECT_NE(p["status"].find("ASCEND_DEVICE_ID='8'"), std::string::npos) << p["_all"];
+  p = probe("NPUSCOPE_NPU_COUNT=0");
+  EXPECT_NE(p["status"].find("NPUSCOPE_NPU_COUNT"), std::string::npos) << p["_all"];
+}
+
+TEST(DeviceEnvironment, CapacityFromEnvironment) {
+  auto p = probe("NPUSCOPE_NPU_MEMORY=512M");
+  EXPECT_EQ(p["capacity"], std::to_string(512ull << 20));
+}
+
+TEST(DeviceEnvironment, ThreadsFollowTheCores) {
+  auto p = probe("");
+  EXPECT_EQ(p["threads"], std::to_string(std::thread::hardware_concurrency()));
+  p = probe("NPUSCOPE_NUM_THREADS=1");
+  EXPECT_EQ(p["threads"], "1");
+}
+
+TEST(DeviceEnvironment, LogLevelAndDestination) {
+  // Level 3 (error, the default): neither line. Level 1 to stdout: both, in Ascend's format.
+  auto quiet = probe("ASCEND_GLOBAL_LOG_LEVEL=3");
+  EXPECT_EQ(quiet["_all"].find("probe warning line"), std::string::npos);
+  auto loud = probe("ASCEND_GLOBAL_LOG_LEVEL=1 ASCEND_SLOG_PRINT_TO_STDOUT=1");
+  EXPECT_NE(loud["_all"].find("[WARNING] NPU("), std::string::npos) << loud["_all"];
+  EXPECT_NE(loud["_all"].find("probe info line"), std::string::npos);
+  auto warn = probe("ASCEND_GLOBAL_LOG_LEVEL=2 ASCEND_SLOG_PRINT_TO_STDOUT=1");
+  EXPECT_NE(warn["_all"].find("probe warning line"), std::string::npos);
+  EXPECT_EQ(warn["_all"].find("probe info line"), std::string::npos);
+  auto none = probe("ASCEND_GLOBAL_LOG_LEVEL=4 ASCEND_SLOG_PRINT_TO_STDOUT=1");
+  EXPECT_EQ(none["_all"].find("probe warning line"), std::string::npos);
+}
+
+TEST(DeviceEnvironment, TaskQueueSwitch) {
+  EXPECT_EQ(probe("")["task_queue"], "1");
+  EXPECT_EQ(probe("TASK_QUEUE_ENABLE=0")["task_queue"], "0");
+}
+
+TEST(DeviceNames, ParseAndFormat) {
+  EXPECT_EQ(npu::device_name(3), "npu:3");
+  EXPECT_EQ(*npu::parse_device("npu:2"), 2);
+  EXPECT_EQ(*npu::parse_device("5"), 5);
+  EXPECT_FALSE(npu::parse_device("gpu:1").isOk());
+  EXPECT_NE(npu::parse_device("gpu:1").status().message().find("'gpu:1'"), std::string::npos);
+  auto s = npu::parse_device("npu:8");
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.status().message().find("npu:8 does not exist"), std::string::npos);
+  EXPECT_FALSE(npu::set_device(-1).isOk());
+}
+
+TEST(MemoryPool, AccountsRoundedBlocksAndCachesThem) {
+  const int dev = 6;
+  npu::empty_cache(dev);
+  const auto before = npu::memory_stats(dev);
+  auto a = npu::allocate(dev, 1000);  // rounds to 1024
+  ASSERT_TRUE(a.isOk());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a->data) % 64, 0u);
+  auto s1 = npu::memory_stats(dev);
+  EXPECT_EQ(s1.allocated - before.allocated, 1024u);
+  EXPECT_EQ(s1.reserved - before.reserved, 1024u);
+  npu::release(a->context);
+  auto s2 = npu::memory_stats(dev);
+  EXPECT_EQ(s2.allocated, before.allocated);
+  EXPECT_EQ(s2.reserved - before.reserved, 1024u);  // cached, still reserved
+  auto b = npu::allocate(dev, 900);                  // same block size: served from the cache
+  ASSERT_TRUE(b.isOk());
+  EXPECT_EQ(b->data, a->data);
+  npu::release(b->context);
+  npu::empty_cache(dev);
+  EXPECT_EQ(npu::memory_stats(dev).reserved, before.reserved);
+  EXPECT_GE(npu::memory_stats(dev).peak_allocated, before.allocated + 1024);
+}
+
+TEST(MemoryPool, CapacityErrorNamesEverythingAndTheProcessCanRetry) {
+  const int dev = 7;
+  npu::empty_cache(dev);
+  npu::set_memory_capacity(dev, 8ull << 20);
+  auto a = npu::allocate(dev, 6ull << 20);
+  ASSERT_TRUE(a.isOk());
+  auto b = npu::allocate(dev, 4ull << 20);
+  ASSERT_FALSE(b.isOk());
+  EXPECT_EQ(b.status().code(), npuscope::StatusCode::kOutOfMemory);
+  const std::string& m = b.status().message();
+  EXPECT_NE(m.find("npu:7 out of memory"), std::string::npos) << m;
+  EXPECT_NE(m.find("tried to allocate 4.00 MiB"), std::string::npos) << m;
+  EXPECT_NE(m.find("6.00 MiB in use"), std::string::npos) << m;
+  EXPECT_NE(m.find("capacity of 8.00 MiB"), std::string::npos) << m;
+  EXPECT_EQ(npu::memory_stats(dev).num_ooms, 1u);
+  npu::release(a->context);
+  // Freed memory sits in the cache; a request that needs it makes the pool release the cache.
+  auto c = npu::allocate(dev, 7ull << 20);
+  ASSERT_TRUE(c.isOk()) << c.status().message();
+  npu::release(c->context);
+  npu::empty_cache(dev);
+  npu::set_memory_capacity(dev, 32ull << 30);
+}
+
+TEST(MemoryPool, ObserverSeesEveryChange) {
+  static int calls = 0;
+  static uint64_t last_allocated = 0;
+  calls = 0;
+  npu::set_memory_observer([](int device, uint64_t allocated, uint64_t) {
+    if (device == 5) {
+      ++calls;
+      last_allocated = allocated;
+    }
+  });
+  auto a = npu::allocate(5, 4096);
+  ASSERT_TRUE(a.isOk());
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(last_allocated, npu::memory_stats(5).allocated);
+  npu::release(a->context);
+  EXPECT_EQ(calls, 2);
+  npu::set_memory_observer(nullptr);
+}
+
+TEST(FloatStatus, StickyPerDeviceUntilCleared) {
+  npu::clear_float_status(0);
+  npu::clear_float_status(1);
+  EXPECT_FALSE(npu::get_float_status(0));
+  npu::raise_float_status(1);
+  EXPECT_FALSE(npu::get_float_status(0));
+  EXPECT_TRUE(npu::get_float_status(1));
+  EXPECT_TRUE(npu::get_float_status(1));  // reading does not clear
+  npu::clear_float_status(1);
+  EXPECT_FALSE(npu::get_float_status(1));
+}
+
+TEST(FloatStatus, ModeNames) {
+  EXPECT_EQ(*npu::parse_overflow_mode("saturation"), npu::OverflowMode::kSaturation);
+  EXPECT_EQ(*npu::parse_overflow_mode("inf_nan"), npu::OverflowMode::kInfNan);
+  EXPECT_FALSE(npu::parse_overflow_mode("clamp").isOk());
+}
+
+TEST(CostModel, CubeWorkIsComputeBound) {
+  npu::CostModelParams p;
+  npu::OpWork mm{npu::ComputeUnit::kCube, true, 2.0 * 4096 * 4096 * 4096, 3.0 * 4096 * 4096 * 2};
+  const double expect_s = mm.flops / p.cube_fp16_flops_per_s;
+  EXPECT_EQ(npu::modeled_duration_ns(mm, p), p.launch_ns + static_cast<int64_t>(expect_s * 1e9 + 0.5));
+  mm.low_precision = false;  // fp32 matrix work: a quarter of the rate
+  EXPECT_NEAR(npu::modeled_duration_ns(mm, p) - p.launch_ns, 4 * expect_s * 1e9, 2.0);
+}
+
+TEST(CostModel, ElementwiseWorkIsMemoryBound) {
+  npu::CostModelParams p;
+  const double n = 1 << 24;
+  npu::OpWork add{npu::ComputeUnit::kVector, false, n, 3 * 4 * n};
+  EXPECT_EQ(npu::modeled_duration_ns(add, p),
+            p.launch_ns + static_cast<int64_t>(add.bytes / p.hbm_bytes_per_s * 1e9 + 0.5));
+  npu::OpWork tiny{npu::ComputeUnit::kMemory, false, 0, 64};
+  EXPECT_EQ(npu::modeled_duration_ns(tiny, p), p.launch_ns);
+}
+
+TEST(StreamModel, QueueOverlapsLaunchWithExecution) {
+  npu::StreamModel s(true);
+  // Op 0 launched at 0 runs 0..100; op 1 launched at 10 waits for op 0; op 2 launched late starts at once.
+  auto a = s.submit(0, 100), b = s.submit(10, 50), c = s.submit(500, 20);
+  EXPECT_EQ(a.start_ns, 0);
+  EXPECT_EQ(a.end_ns, 100);
+  EXPECT_EQ(b.start_ns, 100);
+  EXPECT_EQ(b.end_ns, 150);
+  EXPECT_EQ(c.start_ns, 500);
+  EXPECT_EQ(c.end_ns, 520);
+}
+
+TEST(StreamModel, WithoutQueueTheHostWaitsForEachOp) {
+  npu::StreamModel s(false);
+  auto a = s.submit(0, 100);   // host blocked until 100
+  auto b = s.submit(10, 50);   // launched 10 ns after op 0's launch: really at 110
+  EXPECT_EQ(a.end_ns, 100);
+  EXPECT_EQ(b.start_ns, 110);
+  EXPECT_EQ(b.end_ns, 160);
+  EXPECT_EQ(s.host_delay_ns(), 150);
+}
