@@ -1,0 +1,4 @@
+#include "npuscope/optim/optim.h"
+namespace npuscope::optim {
+const char* componentName() { return "optim"; }
+}
