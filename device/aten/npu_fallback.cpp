@@ -83,13 +83,12 @@ struct OpState {
 
 at::Tensor prepare(OpState& st, const at::Tensor& t, bool is_write) {
   if (!isNpu(t)) return t;
-  Slot s;
+  Slot& s = st.slots.emplace_back();
   s.npu = t;
   s.alias = aliasAsCpu(t);
   s.alias_data = s.alias.unsafeGetTensorImpl()->storage().data();
   s.is_write = is_write;
   s.compute = st.low_precision && isLowPrecision(t.scalar_type()) ? upcast(s.alias) : s.alias;
-  st.slots.push_back(s);
   return s.compute;
 }
 
@@ -148,7 +147,7 @@ void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& sche
     c10::IValue& v = (*stack)[base + i];
     const bool is_write = args[i].alias_info() && args[i].alias_info()->isWrite();
     if (v.isTensor()) {
-      v = prepare(st, v.toTensor(), is_write);
+      if (isNpu(v.toTensor())) v = prepare(st, v.toTensor(), is_write);
     } else if (v.isTensorList()) {
       c10::List<at::Tensor> out;
       for (const at::Tensor& t : v.toTensorList()) out.push_back(prepare(st, t, is_write));
@@ -213,6 +212,10 @@ void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& sche
       for (const at::Tensor& t : v.toTensorList()) out.push_back(finishResult(st, schema, t, target));
       v = out;
     }
+  }
+  for (auto& s : st.slots) {
+    s.compute.reset();
+    recycleAlias(std::move(s.alias));
   }
 }
 

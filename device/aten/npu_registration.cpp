@@ -3,6 +3,7 @@
 #include <torch/library.h>
 
 #include "aten/npu_fallback.h"
+#include "aten/npu_fast_ops.h"
 #include "aten/npu_kernels.h"
 
 namespace npuscope::npu::aten {
@@ -20,6 +21,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_overrideable));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   m.impl("_to_copy", TORCH_FN(to_copy));
+  // Fast paths (npu_fast_ops.h): same results as the fallback, less overhead per call.
+  m.impl("add_.Tensor", TORCH_FN(add_inplace));
+  m.impl("add.Tensor", TORCH_FN(add));
+  m.impl("sub_.Tensor", TORCH_FN(sub_inplace));
+  m.impl("sub.Tensor", TORCH_FN(sub));
+  m.impl("mul_.Tensor", TORCH_FN(mul_inplace));
+  m.impl("mul.Tensor", TORCH_FN(mul));
+  m.impl("div_.Tensor", TORCH_FN(div_inplace));
+  m.impl("div.Tensor", TORCH_FN(div));
 }
 
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 
+#include "aten/low_precision.h"
 #include "npuscope/device/npu.h"
 
 namespace npuscope::npu::aten {
@@ -22,7 +23,7 @@ void releaseBlock(void* ctx) { npu::release(ctx); }
 at::DataPtr allocateOn(int device, size_t nbytes, c10::Device dp_device) {
   auto block = npu::allocate(device, nbytes);
   TORCH_CHECK(block.isOk(), block.status().message());
-  return {block->data, block->context, &releaseBlock, dp_device};
+  return {*block, *block, &releaseBlock, dp_device};
 }
 
 // Storages of npu tensors.
@@ -30,31 +31,29 @@ class NpuAllocator final : public c10::Allocator {
  public:
   at::DataPtr allocate(size_t nbytes) const override {
     const int dev = npu::current_device();
-    if (nbytes == 0) return {nullptr, nullptr, &c10::detail::deleteNothing, c10::Device(kDeviceType, dev)};
     return allocateOn(dev, nbytes, c10::Device(kDeviceType, dev));
   }
-  at::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  at::DeleterFnPtr raw_deleter() const override { return &releaseBlock; }
 };
 
 thread_local int t_alloc_device = -1;
 
 // Replaces the CPU allocator: inside a DeviceAllocationScope, CPU memory comes from the device's
-// pool; otherwise the default CPU allocator serves, unchanged.
+// pool; otherwise it is plain host memory. Both carry the runtime's block header, so one raw
+// deleter serves both (libtorch kernels use raw_allocate for scratch buffers).
 class DeviceAwareCpuAllocator final : public c10::Allocator {
  public:
-  explicit DeviceAwareCpuAllocator(c10::Allocator* base) : base_(base) {}
   at::DataPtr allocate(size_t nbytes) const override {
-    if (t_alloc_device < 0 || nbytes == 0) return base_->allocate(nbytes);
-    return allocateOn(t_alloc_device, nbytes, c10::Device(c10::kCPU));
+    if (t_alloc_device >= 0) return allocateOn(t_alloc_device, nbytes, c10::Device(c10::kCPU));
+    void* p = npu::allocate_host(nbytes);
+    if (!p) throw std::bad_alloc();
+    return {p, p, &releaseBlock, c10::Device(c10::kCPU)};
   }
-  at::DeleterFnPtr raw_deleter() const override { return nullptr; }
-
- private:
-  c10::Allocator* base_;
+  at::DeleterFnPtr raw_deleter() const override { return &releaseBlock; }
 };
 
 NpuAllocator g_npu_allocator;
-DeviceAwareCpuAllocator g_cpu_allocator(c10::GetDefaultCPUAllocator());
+DeviceAwareCpuAllocator g_cpu_allocator;
 
 struct InstallCpuAllocator {
   InstallCpuAllocator() { c10::SetCPUAllocator(&g_cpu_allocator, /*priority=*/10); }
@@ -118,17 +117,51 @@ void checkDtypeSupported(c10::ScalarType s, const char* op) {
               " (Ascend NPUs have no fp64); use float32 or keep this tensor on the CPU");
 }
 
-at::Tensor aliasAsCpu(const at::Tensor& npu) {
-  c10::TensorImpl* impl = npu.unsafeGetTensorImpl();
-  const c10::Storage& st = impl->storage();
+namespace {
+// Alias tensors are re-pointed rather than rebuilt: a fresh one costs a StorageImpl and a
+// TensorImpl (two allocations and a constructor), a recycled one a few stores.
+constexpr size_t kAliasPoolSize = 16;
+thread_local std::vector<at::Tensor> t_alias_pool;
+
+at::Tensor freshAlias(const at::Tensor& npu) {
+  const c10::Storage& st = npu.unsafeGetTensorImpl()->storage();
   auto storage = c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), st.nbytes(),
       at::DataPtr(const_cast<void*>(st.data()), c10::Device(c10::kCPU)), c10::GetCPUAllocator(),
       /*resizable=*/true);
-  auto alias = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(std::move(storage)),
-                                                        c10::DispatchKeySet(c10::DispatchKey::CPU), npu.dtype());
-  alias.unsafeGetTensorImpl()->set_sizes_and_strides(npu.sizes(), npu.strides(), npu.storage_offset());
+  return at::detail::make_tensor<c10::TensorImpl>(c10::Storage(std::move(storage)),
+                                                  c10::DispatchKeySet(c10::DispatchKey::CPU), npu.dtype());
+}
+
+at::Tensor recycledAlias(const at::Tensor& npu) {
+  auto& pool = t_alias_pool;
+  for (size_t i = pool.size(); i-- > 0;) {
+    at::Tensor& a = pool[i];
+    // Reusable only when nothing else holds it or its storage (a kernel may have kept a view).
+    if (a.dtype() != npu.dtype() || a.use_count() != 1 || a.storage().use_count() != 1) continue;
+    at::Tensor out = std::move(a);
+    pool.erase(pool.begin() + static_cast<std::ptrdiff_t>(i));
+    const c10::Storage& st = npu.unsafeGetTensorImpl()->storage();
+    c10::StorageImpl* ast = out.unsafeGetTensorImpl()->storage().unsafeGetStorageImpl();
+    ast->set_data_ptr_noswap(at::DataPtr(const_cast<void*>(st.data()), c10::Device(c10::kCPU)));
+    ast->set_nbytes(st.nbytes());
+    return out;
+  }
+  return freshAlias(npu);
+}
+}  // namespace
+
+at::Tensor aliasAsCpu(const at::Tensor& npu) {
+  at::Tensor alias = recycledAlias(npu);
+  c10::TensorImpl* impl = alias.unsafeGetTensorImpl();
+  impl->set_sizes_and_strides(npu.sizes(), npu.strides(), npu.storage_offset());
+  impl->_set_conj(npu.is_conj());
+  impl->_set_neg(npu.is_neg());
   return alias;
+}
+
+void recycleAlias(at::Tensor&& alias) {
+  if (alias.defined() && t_alias_pool.size() < kAliasPoolSize) t_alias_pool.push_back(std::move(alias));
 }
 
 void syncMutatedAlias(const at::Tensor& npu, const at::Tensor& alias, const void* original_data) {
@@ -137,7 +170,7 @@ void syncMutatedAlias(const at::Tensor& npu, const at::Tensor& alias, const void
   c10::StorageImpl* ast = aimpl->storage().unsafeGetStorageImpl();
   c10::StorageImpl* nst = nimpl->storage().unsafeGetStorageImpl();
   if (ast->data() != original_data || ast->nbytes() != nst->nbytes()) {
-    if (ast->data() != original_data && aimpl->storage().use_count() == 1 && ast->data_ptr().get_context() != nullptr &&
+    if (ast->data() != original_data && aimpl->storage().use_count() == 1 &&
         ast->data_ptr().get_deleter() == &releaseBlock) {
       // The kernel reallocated the alias from the device pool: move that memory to the npu storage.
       at::DataPtr dp = ast->set_data_ptr(at::DataPtr(nullptr, c10::Device(c10::kCPU)));
@@ -193,34 +226,49 @@ at::Tensor npuViewLike(const at::Tensor& npu_base, const at::Tensor& view) {
 
 at::Tensor upcast(const at::Tensor& cpu) {
   InternalWork work(t_alloc_device);
-  return cpu.to(c10::kFloat);
+  if (!cpu.is_contiguous() || cpu.is_conj() || cpu.is_neg()) return cpu.to(c10::kFloat);
+  at::Tensor out = at::empty(cpu.sizes(), cpu.options().dtype(c10::kFloat));
+  const auto* src = static_cast<const uint16_t*>(cpu.data_ptr());
+  if (cpu.scalar_type() == c10::kHalf) {
+    halfToFloat(src, out.data_ptr<float>(), cpu.numel());
+  } else {
+    bfloat16ToFloat(src, out.data_ptr<float>(), cpu.numel());
+  }
+  return out;
 }
 
 namespace {
-float formatMax(c10::ScalarType s) {
-  return s == c10::kHalf ? 65504.0f : std::numeric_limits<float>::max();
+// Rounds contiguous fp32 `src` into contiguous low-precision `dst` of the same size.
+void roundInto(const at::Tensor& dst, const at::Tensor& src, int device) {
+  const bool saturate = npu::overflow_mode() == OverflowMode::kSaturation;
+  auto* d = static_cast<uint16_t*>(dst.data_ptr());
+  const float* s = src.data_ptr<float>();
+  const bool overflow = dst.scalar_type() == c10::kHalf ? floatToHalf(s, d, src.numel(), saturate)
+                                                        : floatToBfloat16(s, d, src.numel(), saturate);
+  if (overflow && npu::float_status_tracking()) npu::raise_float_status(device);
+}
+
+bool contiguousFloat(const at::Tensor& t) {
+  return t.scalar_type() == c10::kFloat && t.is_contiguous() && !t.is_conj() && !t.is_neg();
 }
 }  // namespace
 
 at::Tensor downcast(const at::Tensor& fp32, c10::ScalarType target, int device) {
   InternalWork work(device);
-  if (npu::overflow_mode() == OverflowMode::kSaturation) {
-    const float m = formatMax(target);
-    if (npu::float_status_tracking()) {
-      if (fp32.isnan().any().item<bool>() || fp32.abs().gt(m).any().item<bool>()) npu::raise_float_status(device);
-    }
-    return fp32.nan_to_num(0.0, m, -m).clamp(-m, m).to(target);
-  }
-  at::Tensor r = fp32.to(target);
-  if (npu::float_status_tracking() && hasNonFinite(r)) npu::raise_float_status(device);
-  return r;
+  at::Tensor src = contiguousFloat(fp32) ? fp32 : fp32.to(c10::kFloat).contiguous();
+  at::Tensor out = at::empty(src.sizes(), src.options().dtype(target));
+  roundInto(out, src, device);
+  return out;
 }
 
 void copyWithStatus(const at::Tensor& dst, const at::Tensor& src, int device) {
   InternalWork work(device);
-  if (isLowPrecision(dst.scalar_type()) && at::isFloatingType(src.scalar_type()) &&
-      npu::overflow_mode() == OverflowMode::kSaturation) {
-    dst.copy_(downcast(src.to(c10::kFloat), dst.scalar_type(), device));
+  if (isLowPrecision(dst.scalar_type()) && at::isFloatingType(src.scalar_type()) && !isLowPrecision(src.scalar_type())) {
+    if (dst.is_contiguous() && contiguousFloat(src) && dst.sizes() == src.sizes()) {
+      roundInto(dst, src, device);
+    } else {
+      dst.copy_(downcast(src, dst.scalar_type(), device));
+    }
     return;
   }
   dst.copy_(src);

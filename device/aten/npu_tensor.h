@@ -37,6 +37,9 @@ void checkDtypeSupported(c10::ScalarType s, const char* op);
 // its own (a CPU one) whose allocator draws from the device pool, so a CPU kernel can resize it;
 // syncMutatedAlias() carries such changes back.
 at::Tensor aliasAsCpu(const at::Tensor& npu);
+// Hands an alias back for reuse by later aliasAsCpu() calls on this thread. Safe to call while
+// results still view it: reuse waits until nothing else holds it.
+void recycleAlias(at::Tensor&& alias);
 // After a CPU kernel wrote into `alias` (made by aliasAsCpu(npu)): if it resized or re-pointed
 // the alias, make `npu` see the new memory and geometry. `original_data` is the alias's data
 // pointer before the kernel ran.

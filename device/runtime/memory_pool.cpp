@@ -21,9 +21,13 @@ constexpr size_t kSmallLimit = 1 << 20;
 constexpr size_t kLargeRound = 2 << 20;        // larger blocks round to 2 MiB
 
 struct BlockHeader {
-  int32_t device;
-  uint64_t size;  // rounded size of the data part
+  int32_t device;  // -1: host memory outside any pool
+  uint64_t size;   // rounded size of the data part
 };
+
+BlockHeader* headerOf(void* data) {
+  return reinterpret_cast<BlockHeader*>(static_cast<char*>(data) - kHeader);
+}
 static_assert(sizeof(BlockHeader) <= kHeader, "header must fit");
 
 size_t roundSize(size_t bytes) {
@@ -54,12 +58,12 @@ struct Pool {
   MemoryStats stats;
   uint64_t cached = 0;
   uint64_t cache_limit = 1ull << 30;
-  std::unordered_map<uint64_t, std::vector<void*>> free_blocks;  // size -> bases
+  std::unordered_map<uint64_t, std::vector<void*>> free_blocks;  // size -> data pointers
 
   void freeCachedLocked() {
-    for (auto& [size, bases] : free_blocks) {
-      for (void* b : bases) std::free(b);
-      stats.reserved -= size * bases.size();
+    for (auto& [size, blocks] : free_blocks) {
+      for (void* d : blocks) std::free(headerOf(d));
+      stats.reserved -= size * blocks.size();
     }
     free_blocks.clear();
     cached = 0;
@@ -89,19 +93,19 @@ void notify(int device, uint64_t allocated, uint64_t reserved) {
 
 }  // namespace
 
-StatusOr<Block> allocate(int device, size_t bytes) {
+StatusOr<void*> allocate(int device, size_t bytes) {
   if (device < 0 || device >= kMaxDevices) {
     return invalidArgument("npu:" + std::to_string(device) + " does not exist");
   }
   Pool& pool = pools()[device];
   const uint64_t size = roundSize(bytes);
-  void* base = nullptr;
+  void* data = nullptr;
   uint64_t allocated, reserved;
   {
     std::lock_guard<std::mutex> lock(pool.mu);
     auto it = pool.free_blocks.find(size);
     if (it != pool.free_blocks.end() && !it->second.empty()) {
-      base = it->second.back();
+      data = it->second.back();
       it->second.pop_back();
       pool.cached -= size;
     } else {
@@ -115,7 +119,7 @@ StatusOr<Block> allocate(int device, size_t bytes) {
                            formatBytes(pool.stats.reserved) + " reserved of a capacity of " +
                            formatBytes(pool.stats.capacity));
       }
-      base = std::aligned_alloc(kAlign, kHeader + size);
+      void* base = std::aligned_alloc(kAlign, kHeader + size);
       if (!base) {
         ++pool.stats.num_ooms;
         return outOfMemory(device_name(device) + ": the host could not provide " + formatBytes(size) +
@@ -124,6 +128,7 @@ StatusOr<Block> allocate(int device, size_t bytes) {
       auto* h = static_cast<BlockHeader*>(base);
       h->device = device;
       h->size = size;
+      data = static_cast<char*>(base) + kHeader;
       pool.stats.reserved += size;
       pool.stats.peak_reserved = std::max(pool.stats.peak_reserved, pool.stats.reserved);
     }
@@ -134,23 +139,37 @@ StatusOr<Block> allocate(int device, size_t bytes) {
     reserved = pool.stats.reserved;
   }
   notify(device, allocated, reserved);
-  return Block{static_cast<char*>(base) + kHeader, base};
+  return data;
 }
 
-void release(void* context) {
-  if (!context) return;
-  auto* h = static_cast<BlockHeader*>(context);
+void* allocate_host(size_t bytes) {
+  const size_t size = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+  void* base = std::aligned_alloc(kAlign, kHeader + size);
+  if (!base) return nullptr;
+  auto* h = static_cast<BlockHeader*>(base);
+  h->device = -1;
+  h->size = size;
+  return static_cast<char*>(base) + kHeader;
+}
+
+void release(void* data) {
+  if (!data) return;
+  BlockHeader* h = headerOf(data);
+  if (h->device < 0) {
+    std::free(h);
+    return;
+  }
   Pool& pool = pools()[h->device];
   uint64_t allocated, reserved;
   {
     std::lock_guard<std::mutex> lock(pool.mu);
     pool.stats.allocated -= h->size;
     if (pool.cached + h->size <= pool.cache_limit) {
-      pool.free_blocks[h->size].push_back(context);
+      pool.free_blocks[h->size].push_back(data);
       pool.cached += h->size;
     } else {
       pool.stats.reserved -= h->size;
-      std::free(context);
+      std::free(h);
     }
     allocated = pool.stats.allocated;
     reserved = pool.stats.reserved;

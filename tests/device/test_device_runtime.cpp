@@ -125,18 +125,18 @@ TEST(MemoryPool, AccountsRoundedBlocksAndCachesThem) {
   const auto before = npu::memory_stats(dev);
   auto a = npu::allocate(dev, 1000);  // rounds to 1024
   ASSERT_TRUE(a.isOk());
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(a->data) % 64, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(*a) % 64, 0u);
   auto s1 = npu::memory_stats(dev);
   EXPECT_EQ(s1.allocated - before.allocated, 1024u);
   EXPECT_EQ(s1.reserved - before.reserved, 1024u);
-  npu::release(a->context);
+  npu::release(*a);
   auto s2 = npu::memory_stats(dev);
   EXPECT_EQ(s2.allocated, before.allocated);
   EXPECT_EQ(s2.reserved - before.reserved, 1024u);  // cached, still reserved
   auto b = npu::allocate(dev, 900);                  // same block size: served from the cache
   ASSERT_TRUE(b.isOk());
-  EXPECT_EQ(b->data, a->data);
-  npu::release(b->context);
+  EXPECT_EQ(*b, *a);
+  npu::release(*b);
   npu::empty_cache(dev);
   EXPECT_EQ(npu::memory_stats(dev).reserved, before.reserved);
   EXPECT_GE(npu::memory_stats(dev).peak_allocated, before.allocated + 1024);
@@ -157,11 +157,11 @@ TEST(MemoryPool, CapacityErrorNamesEverythingAndTheProcessCanRetry) {
   EXPECT_NE(m.find("6.00 MiB in use"), std::string::npos) << m;
   EXPECT_NE(m.find("capacity of 8.00 MiB"), std::string::npos) << m;
   EXPECT_EQ(npu::memory_stats(dev).num_ooms, 1u);
-  npu::release(a->context);
+  npu::release(*a);
   // Freed memory sits in the cache; a request that needs it makes the pool release the cache.
   auto c = npu::allocate(dev, 7ull << 20);
   ASSERT_TRUE(c.isOk()) << c.status().message();
-  npu::release(c->context);
+  npu::release(*c);
   npu::empty_cache(dev);
   npu::set_memory_capacity(dev, 32ull << 30);
 }
@@ -180,7 +180,7 @@ TEST(MemoryPool, ObserverSeesEveryChange) {
   ASSERT_TRUE(a.isOk());
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(last_allocated, npu::memory_stats(5).allocated);
-  npu::release(a->context);
+  npu::release(*a);
   EXPECT_EQ(calls, 2);
   npu::set_memory_observer(nullptr);
 }

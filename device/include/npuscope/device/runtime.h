@@ -53,17 +53,15 @@ struct MemoryStats {
   uint64_t num_ooms = 0;
 };
 
-// A block handed out by a pool. `data` is 64-byte aligned.
-struct Block {
-  void* data = nullptr;
-  void* context = nullptr;  // give back to release()
-};
-
-// Allocates `bytes` on `device`. Over capacity -> kOutOfMemory naming device, request, in use
-// and capacity; the pool is unchanged and the caller can free and retry.
-StatusOr<Block> allocate(int device, size_t bytes);
-// Returns a block to its pool. `context` is Block::context.
-void release(void* context);
+// Allocates `bytes` on `device`; the result is 64-byte aligned and carries a header in front of
+// it, so release() needs only the pointer (and libtorch's raw_allocate, which requires the
+// DataPtr context to equal the data, works). Over capacity -> kOutOfMemory naming device,
+// request, in use and capacity; the pool is unchanged and the caller can free and retry.
+StatusOr<void*> allocate(int device, size_t bytes);
+// Plain host memory with the same header and no device accounting (nullptr on failure).
+void* allocate_host(size_t bytes);
+// Gives back memory from allocate() or allocate_host().
+void release(void* data);
 MemoryStats memory_stats(int device);
 void reset_peak_memory_stats(int device);
 void set_memory_capacity(int device, uint64_t bytes);

@@ -1,0 +1,98 @@
+#include "aten/npu_fast_ops.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/add_ops.h>
+#include <ATen/ops/div_ops.h>
+#include <ATen/ops/mul_ops.h>
+#include <ATen/ops/sub_ops.h>
+
+#include "aten/npu_fallback.h"
+#include "aten/npu_tensor.h"
+#include "npuscope/device/runtime.h"
+
+namespace npuscope::npu::aten {
+namespace {
+
+const c10::DispatchKeySet kCpu(c10::DispatchKey::CPU);
+
+// The fast path handles full-precision npu `self` with an npu `other` on the same device or a
+// CPU scalar tensor, while float-status tracking is off.
+bool fastEligible(const at::Tensor& self, const at::Tensor& other) {
+  if (npu::float_status_tracking() || !isNpu(self) || isLowPrecision(self.scalar_type())) return false;
+  if (isNpu(other)) return other.device() == self.device() && !isLowPrecision(other.scalar_type());
+  return other.dim() == 0 && other.device().is_cpu() && !isLowPrecision(other.scalar_type());
+}
+
+template <class Op, class... Args>
+void boxed(Args&&... args) {
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
+  torch::jit::Stack stack;
+  torch::jit::push(stack, std::forward<Args>(args)...);
+  npuFallback(op, &stack);
+}
+
+template <class Op, class Unused, class... Extra>
+at::Tensor fastFunctional(const at::Tensor& self, const at::Tensor& other, const Extra&... extra) {
+  if (!fastEligible(self, other)) {
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
+    torch::jit::Stack stack;
+    torch::jit::push(stack, self, other, extra...);
+    npuFallback(op, &stack);
+    return stack.back().toTensor();
+  }
+  const int device = deviceIndex(self);
+  DeviceAllocationScope scope(device);
+  at::Tensor a = aliasAsCpu(self);
+  at::Tensor b = isNpu(other) ? aliasAsCpu(other) : other;
+  at::Tensor r = Op::redispatch(kCpu, a, b, extra...);
+  at::Tensor out = wrapAsNpu(r, device);
+  recycleAlias(std::move(a));
+  if (isNpu(other)) recycleAlias(std::move(b));
+  return out;
+}
+
+template <class Op, class... Extra>
+at::Tensor& fastInplace(at::Tensor& self, const at::Tensor& other, const Extra&... extra) {
+  if (!fastEligible(self, other)) {
+    boxed<Op>(self, other, extra...);
+    return self;
+  }
+  DeviceAllocationScope scope(deviceIndex(self));
+  at::Tensor a = aliasAsCpu(self);
+  const void* data = a.unsafeGetTensorImpl()->storage().data();
+  at::Tensor b = isNpu(other) ? aliasAsCpu(other) : other;
+  Op::redispatch(kCpu, a, b, extra...);
+  syncMutatedAlias(self, a, data);
+  recycleAlias(std::move(a));
+  if (isNpu(other)) recycleAlias(std::move(b));
+  return self;
+}
+
+}  // namespace
+
+at::Tensor& add_inplace(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  return fastInplace<at::_ops::add__Tensor>(self, other, alpha);
+}
+at::Tensor add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  return fastFunctional<at::_ops::add_Tensor, void>(self, other, alpha);
+}
+at::Tensor& sub_inplace(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  return fastInplace<at::_ops::sub__Tensor>(self, other, alpha);
+}
+at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  return fastFunctional<at::_ops::sub_Tensor, void>(self, other, alpha);
+}
+at::Tensor& mul_inplace(at::Tensor& self, const at::Tensor& other) {
+  return fastInplace<at::_ops::mul__Tensor>(self, other);
+}
+at::Tensor mul(const at::Tensor& self, const at::Tensor& other) {
+  return fastFunctional<at::_ops::mul_Tensor, void>(self, other);
+}
+at::Tensor& div_inplace(at::Tensor& self, const at::Tensor& other) {
+  return fastInplace<at::_ops::div__Tensor>(self, other);
+}
+at::Tensor div(const at::Tensor& self, const at::Tensor& other) {
+  return fastFunctional<at::_ops::div_Tensor, void>(self, other);
+}
+
+}  // namespace npuscope::npu::aten
