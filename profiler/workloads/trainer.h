@@ -1,0 +1,42 @@
+// The training and evaluation loops behind `npuscope train`: a built-in model on Fashion-MNIST
+// (or synthetic data) on an npu or the CPU.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "npuscope/core/status.h"
+
+namespace npuscope::workloads {
+
+struct TrainOptions {
+  std::string model = "cnn";
+  std::string device = "npu:0";         // "npu:N" or "cpu"
+  std::string dataset = "fashion-mnist";  // or "synthetic"
+  std::string data_dir;                 // default: Debian's dataset-fashion-mnist
+  int epochs = 1;
+  int64_t max_steps = 0;                // 0: all steps of all epochs
+  int64_t batch_size = 64;
+  double lr = 0.01;
+  double momentum = 0.9;
+  uint64_t seed = 0;
+  int64_t synthetic_size = 2048;
+};
+
+struct TrainResult {
+  int64_t steps = 0;
+  double final_loss = 0;
+  double test_accuracy = 0;
+  int64_t test_samples = 0;
+  double seconds = 0;
+  double samples_per_second = 0;
+};
+
+// Progress callback: step (1-based), total steps, current loss, steps/s so far.
+using ProgressFn = std::function<void(int64_t step, int64_t total, double loss, double steps_per_s)>;
+
+// Checks the options (named errors for bad values), loads the data and trains.
+StatusOr<TrainResult> train(const TrainOptions& options, const ProgressFn& progress);
+
+}  // namespace npuscope::workloads

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Configures and builds npuscope in ./build (Ninja, ccache, precompiled headers).
+# Extra arguments go to CMake, e.g. scripts/build.sh -DNPUSCOPE_BUILD_GUI=OFF
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${NPUSCOPE_BUILD_DIR:-build}
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/npuscope-ccache}
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+cmake --build "$BUILD_DIR" -j "$(nproc)"
