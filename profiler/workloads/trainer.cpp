@@ -50,6 +50,7 @@ double evaluate(Model& model, const Dataset& test, c10::Device device, int64_t b
 StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
   RETURN_IF_ERROR(validate(o));
   ASSIGN_OR_RETURN(c10::Device device, parseDevice(o.device));
+  torch::manual_seed(o.seed);  // before the model: its initial weights come from this seed
   ASSIGN_OR_RETURN(std::shared_ptr<Model> model, makeModel(o.model));
 
   Dataset train_set, test_set;
@@ -62,7 +63,6 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
     ASSIGN_OR_RETURN(test_set, loadFashionMnist(dir, false));
   }
 
-  torch::manual_seed(o.seed);
   model->to(device);
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(o.lr).momentum(o.momentum));
   auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
