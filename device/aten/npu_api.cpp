@@ -51,6 +51,8 @@ struct InitThreads {
     int n = static_cast<int>(std::thread::hardware_concurrency());
     if (const char* env = std::getenv("NPUSCOPE_NUM_THREADS")) n = std::atoi(env);
     if (n > 0) at::set_num_threads(n);
+    NPU_LOG(kInfo) << "npu device: " << at::get_num_threads() << " intra-op thread(s), overflow mode "
+                   << overflow_mode_name(overflow_mode());
   }
 } g_init_threads;
 

@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "npuscope/device/device_log.h"
 #include "npuscope/device/runtime.h"
 
 namespace npuscope::npu {
@@ -81,7 +82,18 @@ Registry build() {
 }
 
 const Registry& registry() {
-  static const Registry r = build();
+  static const Registry r = [] {
+    Registry built = build();
+    if (!built.status.isOk()) {
+      NPU_LOG(kError) << built.status.message();
+    } else {
+      std::string ids;
+      for (int p : built.physical) ids += (ids.empty() ? "" : ",") + std::to_string(p);
+      NPU_LOG(kInfo) << "npu runtime: " << built.physical.size() << " visible device(s) (physical " << ids
+                     << "), default npu:" << built.default_device;
+    }
+    return built;
+  }();
   return r;
 }
 

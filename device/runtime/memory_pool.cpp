@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "npuscope/core/format.h"
+#include "npuscope/device/device_log.h"
 #include "npuscope/device/runtime.h"
 
 namespace npuscope::npu {
@@ -114,6 +115,8 @@ StatusOr<void*> allocate(int device, size_t bytes) {
       }
       if (pool.stats.reserved + size > pool.stats.capacity) {
         ++pool.stats.num_ooms;
+        NPU_LOG(kWarning) << device_name(device) << ": allocation of " << formatBytes(bytes)
+                          << " refused, capacity " << formatBytes(pool.stats.capacity) << " reached";
         return outOfMemory(device_name(device) + " out of memory: tried to allocate " + formatBytes(bytes) +
                            " with " + formatBytes(pool.stats.allocated) + " in use and " +
                            formatBytes(pool.stats.reserved) + " reserved of a capacity of " +
