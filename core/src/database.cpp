@@ -1,0 +1,132 @@
+#include "npuscope/core/database.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace npuscope {
+namespace {
+
+struct Migration {
+  int version;
+  const char* sql;
+};
+
+// Generated at configure time from core/schema/*.sql.
+#include "npuscope_migrations.inc"
+
+bool fileSize(const std::string& path, long long* size) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return false;
+  *size = static_cast<long long>(st.st_size);
+  return true;
+}
+
+std::string sqliteError(sqlite3* db) { return db ? sqlite3_errmsg(db) : "out of memory"; }
+
+StatusOr<int64_t> queryInt(sqlite3* db, const std::string& sql) {
+  ASSIGN_OR_RETURN(ScopedStmt st, prepare(db, sql));
+  const int rc = sqlite3_step(st.get());
+  if (rc == SQLITE_ROW) return static_cast<int64_t>(sqlite3_column_int64(st.get(), 0));
+  if (rc == SQLITE_DONE) return int64_t{0};
+  return ioError(sqliteError(db));
+}
+
+}  // namespace
+
+int currentSchemaVersion() { return kMigrations[sizeof(kMigrations) / sizeof(kMigrations[0]) - 1].version; }
+
+Status execSql(sqlite3* db, const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : sqliteError(db);
+    sqlite3_free(err);
+    return ioError(msg);
+  }
+  return Status::ok();
+}
+
+StatusOr<ScopedStmt> prepare(sqlite3* db, const std::string& sql) {
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db, sql.c_str(), static_cast<int>(sql.size()), &st, nullptr) != SQLITE_OK) {
+    return ioError(sqliteError(db) + " (in: " + sql.substr(0, 60) + ")");
+  }
+  return ScopedStmt(st);
+}
+
+StatusOr<ScopedDb> openTraceDatabase(const std::string& path, OpenMode mode) {
+  const bool read_only = mode == OpenMode::kReadOnly;
+  long long size = 0;
+  const bool exists = fileSize(path, &size);
+  if (read_only && !exists) return notFound(path + ": no such file");
+  if (exists && size > 0) {
+    // Refuse anything that is not SQLite before SQLite touches it.
+    char header[16] = {};
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return ioError(path + ": cannot read (" + std::strerror(errno) + ")");
+    const size_t got = std::fread(header, 1, sizeof(header), f);
+    std::fclose(f);
+    if (got < sizeof(header) || std::memcmp(header, "SQLite format 3", 16) != 0) {
+      return invalidArgument(path + ": not an npuscope trace file (expected an SQLite database)");
+    }
+  } else if (read_only) {
+    return invalidArgument(path + ": empty file, not an npuscope trace file");
+  }
+
+  sqlite3* raw = nullptr;
+  const int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  const int rc = sqlite3_open_v2(path.c_str(), &raw, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  ScopedDb db(raw);
+  if (rc != SQLITE_OK) return ioError(path + ": cannot open: " + sqliteError(raw));
+  sqlite3_busy_timeout(db.get(), 5000);
+
+  auto version = queryInt(db.get(), "PRAGMA user_version");
+  auto tables = queryInt(db.get(), "SELECT count(*) FROM sqlite_master");
+  if (!version.isOk() || !tables.isOk()) {
+    const Status& s = version.isOk() ? tables.status() : version.status();
+    return invalidArgument(path + ": corrupt database: " + s.message());
+  }
+  // A truncated file: fewer bytes than its pages (only checkable when no WAL holds pages).
+  long long wal_size = 0;
+  if (!fileSize(path + "-wal", &wal_size) || wal_size == 0) {
+    auto pages = queryInt(db.get(), "PRAGMA page_count");
+    auto page_size = queryInt(db.get(), "PRAGMA page_size");
+    if (pages.isOk() && page_size.isOk() && exists && size > 0 && *pages * *page_size > size) {
+      return invalidArgument(path + ": corrupt database: truncated (" + std::to_string(size) + " of " +
+                             std::to_string(*pages * *page_size) + " bytes)");
+    }
+  }
+  if (*version > currentSchemaVersion()) {
+    return failedPrecondition(path + ": written by a newer npuscope (schema version " + std::to_string(*version) +
+                              "; this build reads up to " + std::to_string(currentSchemaVersion()) + ")");
+  }
+  if (*version == 0 && *tables > 0) {
+    return invalidArgument(path + ": not an npuscope trace file (an SQLite database without npuscope's schema)");
+  }
+  if (read_only) {
+    if (*version == 0) return invalidArgument(path + ": not an npuscope trace file (no npuscope schema)");
+    if (*version < currentSchemaVersion()) {
+      return failedPrecondition(path + ": schema version " + std::to_string(*version) +
+                                " needs migrating; open it once for writing (e.g. with npuscope report)");
+    }
+    return db;
+  }
+
+  RETURN_IF_ERROR(execSql(db.get(), "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
+  for (const Migration& m : kMigrations) {
+    if (m.version <= *version) continue;
+    Status s = execSql(db.get(), "BEGIN IMMEDIATE");
+    if (s.isOk()) s = execSql(db.get(), m.sql);
+    if (s.isOk()) s = execSql(db.get(), "PRAGMA user_version=" + std::to_string(m.version));
+    if (s.isOk()) s = execSql(db.get(), "COMMIT");
+    if (!s.isOk()) {
+      (void)execSql(db.get(), "ROLLBACK");
+      return ioError(path + ": migrating to schema version " + std::to_string(m.version) + " failed: " + s.message());
+    }
+  }
+  return db;
+}
+
+}  // namespace npuscope
