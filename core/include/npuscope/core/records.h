@@ -1,0 +1,70 @@
+// The event records producers hand to the trace writer. Op records are fixed-size and
+// allocation-free; strings (names, shape lists) travel as ids of the process's StringTable.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace npuscope {
+
+struct OpRecord {
+  int64_t id = 0;               // unique in the run (producer-assigned); parents refer to it
+  int64_t parent_id = -1;       // -1: top level
+  int64_t start_ns = 0;
+  int64_t dur_ns = 0;
+  int64_t seq_nr = -1;          // autograd sequence number, -1 when none
+  int64_t device_start_ns = -1; // modeled stream start, -1 when not modeled
+  int64_t device_dur_ns = -1;
+  uint64_t thread_id = 0;
+  int32_t step = -1;            // -1: outside any step
+  uint32_t name_id = 0;
+  uint32_t shapes_id = 0;       // 0: none
+  uint32_t dtypes_id = 0;
+  int16_t depth = 0;
+  int8_t device = -1;           // npu index, -1 for host-only ops
+  uint8_t is_backward = 0;
+};
+
+// A batch of op records, filled by one thread and handed to the writer whole.
+struct OpBuffer {
+  static constexpr size_t kCapacity = 4096;
+  size_t size = 0;
+  OpRecord records[kCapacity];
+  bool full() const { return size == kCapacity; }
+};
+
+struct StepRecord {
+  int64_t step = 0;
+  int64_t start_ns = 0;
+  int64_t dur_ns = 0;
+  double loss = 0;
+  double loss_scale = 1;
+  bool overflow = false;
+  bool skipped = false;
+  double lr = 0;
+  double grad_norm = -1;  // < 0: not measured (stored as NULL)
+};
+
+struct OverflowRecord {
+  int64_t step = -1;
+  int64_t ts_ns = 0;
+  std::string source;  // float_status | nonfinite_grad | dump_check
+  std::string op_name;
+  std::string detail;
+};
+
+struct MemoryRecord {
+  int64_t ts_ns = 0;
+  int32_t device = 0;
+  uint64_t allocated = 0;
+  uint64_t reserved = 0;
+};
+
+struct RunInfo {
+  int64_t started_ns = 0;
+  int64_t wall_start_ns = 0;
+  std::string command, model, opt_level, optimizer, device, config_json;
+};
+
+}  // namespace npuscope

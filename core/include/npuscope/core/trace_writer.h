@@ -1,0 +1,108 @@
+// The single writer of a trace file. It owns the only writing SQLite connection and runs on its
+// own thread: producers hand it whole buffers and small records and never touch SQLite.
+// Everything is written in batched transactions, committed at least every 500 ms and at the
+// end, in WAL mode, so a killed process keeps all but the last moments and the file stays
+// consistent. When producers outrun it, buffers beyond the queue's bound are counted as
+// dropped (stored in runs.dropped_records), never queued without limit nor lost silently.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "npuscope/core/records.h"
+#include "npuscope/core/sqlite_handles.h"
+#include "npuscope/core/status.h"
+
+namespace npuscope {
+
+class TraceWriter {
+ public:
+  struct Options {
+    int commit_interval_ms = 500;
+    size_t max_queued_buffers = 256;  // 256 x 4096 op records in flight at most
+  };
+
+  // Opens (creating or migrating) `path` and starts the writer thread.
+  static StatusOr<std::unique_ptr<TraceWriter>> open(const std::string& path, Options options);
+  static StatusOr<std::unique_ptr<TraceWriter>> open(const std::string& path) { return open(path, Options()); }
+  ~TraceWriter();  // writes everything queued, commits, stops the thread
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
+
+  // Starts a run and returns its id (waits for the row to be committed).
+  StatusOr<int64_t> beginRun(const RunInfo& info);
+  // Marks the current run ended with `status` (completed / failed) and optional results JSON,
+  // after everything queued before it; waits for the commit.
+  Status endRun(const std::string& status, const std::string& results_json = "");
+
+  // Producer side. Never blocks on SQLite. A buffer that does not fit in the queue is counted
+  // as dropped and comes back to the caller empty (return false).
+  bool submit(std::unique_ptr<OpBuffer>& buffer);
+  // An empty buffer, recycled when possible (no allocation in steady state).
+  std::unique_ptr<OpBuffer> takeBuffer();
+  void addStep(const StepRecord& r);
+  void addOverflow(const OverflowRecord& r);
+  void addMemory(const MemoryRecord& r);
+
+  // Waits until everything queued so far is committed.
+  Status flush();
+
+  int64_t runId() const { return run_id_.load(); }
+  uint64_t droppedRecords() const { return dropped_.load(); }
+  uint64_t writtenOps() const { return written_ops_.load(); }
+  // The first write error, if any (the writer stops writing after it; data before it is kept).
+  Status error() const;
+
+ private:
+  struct BeginCmd {
+    RunInfo info;
+  };
+  struct EndCmd {
+    std::string status, results;
+  };
+  struct FlushCmd {};
+  using Item = std::variant<std::unique_ptr<OpBuffer>, StepRecord, OverflowRecord, MemoryRecord, BeginCmd, EndCmd,
+                            FlushCmd>;
+
+  TraceWriter(ScopedDb db, Options options);
+  Status prepareStatements();
+  void enqueue(Item item);
+  // Enqueues a command and waits until the writer has committed it.
+  Status enqueueAndWait(Item item);
+  void run();
+  Status write(Item& item);
+  Status writeOps(const OpBuffer& b);
+  Status writeNewStrings();
+  Status commit();
+
+  ScopedDb db_;
+  Options options_;
+  ScopedStmt insert_op_, insert_step_, insert_overflow_, insert_memory_, insert_string_, insert_run_, end_run_,
+      begin_, commit_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::deque<Item> queue_;
+  size_t queued_buffers_ = 0;
+  uint64_t enqueued_seq_ = 0, committed_seq_ = 0;
+  bool stop_ = false;
+  Status error_;
+  std::vector<std::unique_ptr<OpBuffer>> free_buffers_;
+
+  std::atomic<int64_t> run_id_{-1};
+  std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> written_ops_{0};
+  uint32_t strings_written_ = 0;  // writer thread only: process strings already in the file
+  std::vector<int64_t> string_ids_;  // writer thread only: process string id - 1 -> file id
+  bool in_txn_ = false;           // writer thread only
+  std::thread thread_;
+};
+
+}  // namespace npuscope

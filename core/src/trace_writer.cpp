@@ -1,0 +1,342 @@
+#include "npuscope/core/trace_writer.h"
+
+#include <chrono>
+
+#include "npuscope/core/clock.h"
+#include "npuscope/core/database.h"
+#include "npuscope/core/string_table.h"
+
+namespace npuscope {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Status stepStatement(sqlite3* db, sqlite3_stmt* st) {
+  const int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return ioError(sqlite3_errmsg(db));
+  return Status::ok();
+}
+
+void bindOptionalInt(sqlite3_stmt* st, int col, int64_t v, int64_t none) {
+  if (v == none) {
+    sqlite3_bind_null(st, col);
+  } else {
+    sqlite3_bind_int64(st, col, v);
+  }
+}
+
+void bindText(sqlite3_stmt* st, int col, const std::string& s) {
+  if (s.empty()) {
+    sqlite3_bind_null(st, col);
+  } else {
+    sqlite3_bind_text(st, col, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+  }
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::open(const std::string& path, Options options) {
+  ASSIGN_OR_RETURN(ScopedDb db, openTraceDatabase(path, OpenMode::kReadWrite));
+  std::unique_ptr<TraceWriter> w(new TraceWriter(std::move(db), options));
+  RETURN_IF_ERROR(w->prepareStatements());
+  w->thread_ = std::thread([p = w.get()] { p->run(); });
+  return w;
+}
+
+TraceWriter::TraceWriter(ScopedDb db, Options options) : db_(std::move(db)), options_(options) {}
+
+TraceWriter::~TraceWriter() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status TraceWriter::prepareStatements() {
+  sqlite3* db = db_.get();
+  ASSIGN_OR_RETURN(insert_op_, prepare(db,
+      "INSERT INTO op_events(id, run_id, step, name_id, start_ns, dur_ns, thread_id, depth, parent_id, seq_nr,"
+      " is_backward, shapes_id, dtypes_id, device, device_start_ns, device_dur_ns)"
+      " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(insert_step_, prepare(db,
+      "INSERT OR REPLACE INTO steps(run_id, step, start_ns, dur_ns, loss, loss_scale, overflow, skipped, lr, grad_norm)"
+      " VALUES (?,?,?,?,?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(insert_overflow_, prepare(db,
+      "INSERT INTO overflow_events(run_id, step, ts_ns, source, op_name, detail) VALUES (?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(insert_memory_, prepare(db,
+      "INSERT INTO memory(run_id, ts_ns, device, allocated, reserved) VALUES (?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(insert_string_, prepare(db,
+      "INSERT INTO strings(value) VALUES (?) ON CONFLICT(value) DO UPDATE SET value=excluded.value RETURNING id"));
+  ASSIGN_OR_RETURN(insert_run_, prepare(db,
+      "INSERT INTO runs(started_ns, wall_start_ns, status, command, model, opt_level, optimizer, device, config_json)"
+      " VALUES (?,?,'running',?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(end_run_, prepare(db,
+      "UPDATE runs SET ended_ns=?, status=?, results_json=coalesce(?, results_json), dropped_records=? WHERE id=?"));
+  ASSIGN_OR_RETURN(begin_, prepare(db, "BEGIN"));
+  ASSIGN_OR_RETURN(commit_, prepare(db, "COMMIT"));
+  return Status::ok();
+}
+
+void TraceWriter::enqueue(Item item) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(item));
+    ++enqueued_seq_;
+  }
+  cv_.notify_one();
+}
+
+Status TraceWriter::enqueueAndWait(Item item) {
+  std::unique_lock<std::mutex> lock(mu_);
+  queue_.push_back(std::move(item));
+  const uint64_t seq = ++enqueued_seq_;
+  cv_.notify_one();
+  done_cv_.wait(lock, [&] { return committed_seq_ >= seq || !error_.isOk(); });
+  return error_;
+}
+
+bool TraceWriter::submit(std::unique_ptr<OpBuffer>& buffer) {
+  if (!buffer || buffer->size == 0) return true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queued_buffers_ < options_.max_queued_buffers) {
+      ++queued_buffers_;
+      queue_.push_back(std::move(buffer));
+      ++enqueued_seq_;
+      buffer = nullptr;
+    }
+  }
+  if (buffer) {  // the queue is full: count the loss, hand the buffer back empty
+    dropped_.fetch_add(buffer->size);
+    buffer->size = 0;
+    return false;
+  }
+  cv_.notify_one();
+  buffer = takeBuffer();
+  return true;
+}
+
+std::unique_ptr<OpBuffer> TraceWriter::takeBuffer() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!free_buffers_.empty()) {
+      auto b = std::move(free_buffers_.back());
+      free_buffers_.pop_back();
+      b->size = 0;
+      return b;
+    }
+  }
+  return std::make_unique<OpBuffer>();
+}
+
+void TraceWriter::addStep(const StepRecord& r) { enqueue(r); }
+void TraceWriter::addOverflow(const OverflowRecord& r) { enqueue(r); }
+void TraceWriter::addMemory(const MemoryRecord& r) { enqueue(r); }
+Status TraceWriter::flush() { return enqueueAndWait(FlushCmd{}); }
+
+StatusOr<int64_t> TraceWriter::beginRun(const RunInfo& info) {
+  RETURN_IF_ERROR(enqueueAndWait(BeginCmd{info}));
+  return run_id_.load();
+}
+
+Status TraceWriter::endRun(const std::string& status, const std::string& results_json) {
+  return enqueueAndWait(EndCmd{status, results_json});
+}
+
+Status TraceWriter::error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+Status TraceWriter::writeNewStrings() {
+  // Process-wide string ids differ from the ids already in this file: map them.
+  auto fresh = StringTable::global().since(strings_written_ + 1);
+  for (const std::string& s : fresh) {
+    sqlite3_stmt* st = insert_string_.get();
+    sqlite3_bind_text(st, 1, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+    const int rc = sqlite3_step(st);
+    const int64_t id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    sqlite3_reset(st);
+    if (id < 0) return ioError(std::string("writing strings: ") + sqlite3_errmsg(db_.get()));
+    string_ids_.push_back(id);
+    ++strings_written_;
+  }
+  return Status::ok();
+}
+
+Status TraceWriter::writeOps(const OpBuffer& b) {
+  RETURN_IF_ERROR(writeNewStrings());
+  auto fileId = [&](uint32_t id, sqlite3_stmt* st, int col) {
+    if (id == 0 || id > string_ids_.size()) {
+      sqlite3_bind_null(st, col);
+    } else {
+      sqlite3_bind_int64(st, col, string_ids_[id - 1]);
+    }
+  };
+  const int64_t run = run_id_.load();
+  sqlite3_stmt* st = insert_op_.get();
+  for (size_t i = 0; i < b.size; ++i) {
+    const OpRecord& r = b.records[i];
+    sqlite3_bind_int64(st, 1, r.id);
+    sqlite3_bind_int64(st, 2, run);
+    bindOptionalInt(st, 3, r.step, -1);
+    fileId(r.name_id, st, 4);
+    sqlite3_bind_int64(st, 5, r.start_ns);
+    sqlite3_bind_int64(st, 6, r.dur_ns);
+    sqlite3_bind_int64(st, 7, static_cast<int64_t>(r.thread_id));
+    sqlite3_bind_int(st, 8, r.depth);
+    bindOptionalInt(st, 9, r.parent_id, -1);
+    bindOptionalInt(st, 10, r.seq_nr, -1);
+    sqlite3_bind_int(st, 11, r.is_backward);
+    fileId(r.shapes_id, st, 12);
+    fileId(r.dtypes_id, st, 13);
+    bindOptionalInt(st, 14, r.device, -1);
+    bindOptionalInt(st, 15, r.device_start_ns, -1);
+    bindOptionalInt(st, 16, r.device_dur_ns, -1);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+      Status s = ioError(std::string("writing ops: ") + sqlite3_errmsg(db_.get()));
+      sqlite3_reset(st);
+      return s;
+    }
+    sqlite3_reset(st);
+  }
+  written_ops_.fetch_add(b.size);
+  return Status::ok();
+}
+
+Status TraceWriter::write(Item& item) {
+  sqlite3* db = db_.get();
+  const int64_t run = run_id_.load();
+  if (auto* buf = std::get_if<std::unique_ptr<OpBuffer>>(&item)) {
+    if (run < 0) return failedPrecondition("op records before beginRun");
+    return writeOps(**buf);
+  }
+  if (auto* s = std::get_if<StepRecord>(&item)) {
+    sqlite3_stmt* st = insert_step_.get();
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_int64(st, 2, s->step);
+    sqlite3_bind_int64(st, 3, s->start_ns);
+    sqlite3_bind_int64(st, 4, s->dur_ns);
+    sqlite3_bind_double(st, 5, s->loss);
+    sqlite3_bind_double(st, 6, s->loss_scale);
+    sqlite3_bind_int(st, 7, s->overflow);
+    sqlite3_bind_int(st, 8, s->skipped);
+    sqlite3_bind_double(st, 9, s->lr);
+    if (s->grad_norm >= 0) sqlite3_bind_double(st, 10, s->grad_norm); else sqlite3_bind_null(st, 10);
+    return stepStatement(db, st);
+  }
+  if (auto* o = std::get_if<OverflowRecord>(&item)) {
+    sqlite3_stmt* st = insert_overflow_.get();
+    sqlite3_bind_int64(st, 1, run);
+    bindOptionalInt(st, 2, o->step, -1);
+    sqlite3_bind_int64(st, 3, o->ts_ns);
+    sqlite3_bind_text(st, 4, o->source.data(), static_cast<int>(o->source.size()), SQLITE_TRANSIENT);
+    bindText(st, 5, o->op_name);
+    bindText(st, 6, o->detail);
+    return stepStatement(db, st);
+  }
+  if (auto* m = std::get_if<MemoryRecord>(&item)) {
+    sqlite3_stmt* st = insert_memory_.get();
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_int64(st, 2, m->ts_ns);
+    sqlite3_bind_int(st, 3, m->device);
+    sqlite3_bind_int64(st, 4, static_cast<int64_t>(m->allocated));
+    sqlite3_bind_int64(st, 5, static_cast<int64_t>(m->reserved));
+    return stepStatement(db, st);
+  }
+  if (auto* b = std::get_if<BeginCmd>(&item)) {
+    sqlite3_stmt* st = insert_run_.get();
+    sqlite3_bind_int64(st, 1, b->info.started_ns);
+    sqlite3_bind_int64(st, 2, b->info.wall_start_ns);
+    bindText(st, 3, b->info.command);
+    bindText(st, 4, b->info.model);
+    bindText(st, 5, b->info.opt_level);
+    bindText(st, 6, b->info.optimizer);
+    bindText(st, 7, b->info.device);
+    bindText(st, 8, b->info.config_json);
+    RETURN_IF_ERROR(stepStatement(db, st));
+    run_id_.store(sqlite3_last_insert_rowid(db));
+    dropped_.store(0);
+    return Status::ok();
+  }
+  if (auto* e = std::get_if<EndCmd>(&item)) {
+    sqlite3_stmt* st = end_run_.get();
+    sqlite3_bind_int64(st, 1, nowNs());
+    sqlite3_bind_text(st, 2, e->status.data(), static_cast<int>(e->status.size()), SQLITE_TRANSIENT);
+    bindText(st, 3, e->results);
+    sqlite3_bind_int64(st, 4, static_cast<int64_t>(dropped_.load()));
+    sqlite3_bind_int64(st, 5, run);
+    return stepStatement(db, st);
+  }
+  return Status::ok();  // FlushCmd: only needs the commit
+}
+
+Status TraceWriter::commit() {
+  if (!in_txn_) return Status::ok();
+  const int64_t run = run_id_.load();
+  if (run >= 0 && dropped_.load() > 0) {
+    // A killed run still tells how much it lost.
+    RETURN_IF_ERROR(execSql(db_.get(), "UPDATE runs SET dropped_records=" + std::to_string(dropped_.load()) +
+                                           " WHERE id=" + std::to_string(run)));
+  }
+  RETURN_IF_ERROR(stepStatement(db_.get(), commit_.get()));
+  in_txn_ = false;
+  return Status::ok();
+}
+
+void TraceWriter::run() {
+  const auto interval = std::chrono::milliseconds(options_.commit_interval_ms);
+  auto last_commit = Clock::now();
+  for (;;) {
+    std::deque<Item> batch;
+    uint64_t seq = 0;
+    bool stopping = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      const auto deadline = in_txn_ ? last_commit + interval : Clock::now() + interval;
+      cv_.wait_until(lock, deadline, [&] { return stop_ || !queue_.empty(); });
+      batch.swap(queue_);
+      queued_buffers_ = 0;
+      seq = enqueued_seq_;
+      stopping = stop_;
+    }
+    Status s = error();
+    bool command = false;
+    for (Item& item : batch) {
+      command |= std::holds_alternative<BeginCmd>(item) || std::holds_alternative<EndCmd>(item) ||
+                 std::holds_alternative<FlushCmd>(item);
+      if (!s.isOk()) continue;
+      if (!in_txn_) {
+        s = stepStatement(db_.get(), begin_.get());
+        if (!s.isOk()) continue;
+        in_txn_ = true;
+      }
+      s = write(item);
+    }
+    if (s.isOk() && (command || stopping || Clock::now() - last_commit >= interval)) {
+      s = commit();
+      last_commit = Clock::now();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (Item& item : batch) {
+        if (auto* buf = std::get_if<std::unique_ptr<OpBuffer>>(&item)) {
+          if (free_buffers_.size() < options_.max_queued_buffers) free_buffers_.push_back(std::move(*buf));
+        }
+      }
+      if (!s.isOk() && error_.isOk()) error_ = s;
+      if (!in_txn_) committed_seq_ = seq;
+    }
+    done_cv_.notify_all();
+    if (stopping) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queue_.empty()) break;
+    }
+  }
+}
+
+}  // namespace npuscope

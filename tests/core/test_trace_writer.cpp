@@ -1,0 +1,172 @@
+// The trace writer: many producers, nothing lost or duplicated, drops counted, commits on time,
+// string ids mapped into each file.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "npuscope/core/clock.h"
+#include "npuscope/core/database.h"
+#include "npuscope/core/string_table.h"
+#include "npuscope/core/trace_writer.h"
+
+namespace npuscope {
+namespace {
+
+std::string tempPath(const std::string& name) {
+  std::string p = testing::TempDir() + "/npuscope_tw_" + name;
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((p + suffix).c_str());
+  return p;
+}
+
+int64_t scalar(const std::string& path, const std::string& sql) {
+  auto db = openTraceDatabase(path, OpenMode::kReadOnly);
+  EXPECT_TRUE(db.isOk()) << db.status().message();
+  if (!db.isOk()) return -1;
+  auto st = prepare(db->get(), sql);
+  EXPECT_TRUE(st.isOk()) << st.status().message();
+  if (!st.isOk() || sqlite3_step(st->get()) != SQLITE_ROW) return -1;
+  return sqlite3_column_int64(st->get(), 0);
+}
+
+RunInfo info() {
+  RunInfo r;
+  r.started_ns = nowNs();
+  r.command = "test";
+  r.model = "cnn";
+  r.device = "npu:0";
+  return r;
+}
+
+TEST(TraceWriter, FourProducersLoseNothing) {
+  const std::string p = tempPath("four.db");
+  constexpr int kThreads = 4, kBuffers = 30, kPerBuffer = 1000;
+  const uint32_t names[kThreads] = {StringTable::global().intern("aten::add"), StringTable::global().intern("aten::mm"),
+                                    StringTable::global().intern("aten::relu"),
+                                    StringTable::global().intern("aten::conv2d")};
+  {
+    auto w = TraceWriter::open(p, TraceWriter::Options{500, 100000});
+    ASSERT_TRUE(w.isOk()) << w.status().message();
+    ASSERT_TRUE((*w)->beginRun(info()).isOk());
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        auto buf = (*w)->takeBuffer();
+        for (int b = 0; b < kBuffers; ++b) {
+          for (int i = 0; i < kPerBuffer; ++i) {
+            OpRecord& r = buf->records[buf->size++];
+            r = OpRecord();
+            r.id = (static_cast<int64_t>(t) * kBuffers + b) * kPerBuffer + i + 1;
+            r.name_id = names[t];
+            r.thread_id = static_cast<uint64_t>(t);
+            r.start_ns = i;
+            r.dur_ns = 1;
+          }
+          (*w)->submit(buf);
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    ASSERT_TRUE((*w)->endRun("completed").isOk());
+    EXPECT_EQ((*w)->droppedRecords(), 0u);
+  }
+  const int64_t total = int64_t{kThreads} * kBuffers * kPerBuffer;
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM op_events"), total);
+  EXPECT_EQ(scalar(p, "SELECT count(DISTINCT id) FROM op_events"), total);
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM ops WHERE name='aten::mm' AND thread_id=1"), total / kThreads);
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM ops WHERE name='aten::conv2d' AND thread_id<>3"), 0);
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM runs WHERE status='completed' AND ended_ns IS NOT NULL"), 1);
+}
+
+TEST(TraceWriter, OverflowingTheQueueIsCountedNotQueued) {
+  const std::string p = tempPath("drops.db");
+  {
+    auto w = TraceWriter::open(p, TraceWriter::Options{500, 0});  // room for no buffer at all
+    ASSERT_TRUE(w.isOk());
+    ASSERT_TRUE((*w)->beginRun(info()).isOk());
+    auto buf = (*w)->takeBuffer();
+    buf->size = 123;
+    EXPECT_FALSE((*w)->submit(buf));
+    ASSERT_TRUE(buf != nullptr);
+    EXPECT_EQ(buf->size, 0u);  // handed back empty for reuse
+    buf->size = 7;
+    EXPECT_FALSE((*w)->submit(buf));
+    EXPECT_EQ((*w)->droppedRecords(), 130u);
+    ASSERT_TRUE((*w)->endRun("completed").isOk());
+  }
+  EXPECT_EQ(scalar(p, "SELECT dropped_records FROM runs"), 130);
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM op_events"), 0);
+}
+
+TEST(TraceWriter, CommitsWithinTheIntervalWithoutFlush) {
+  const std::string p = tempPath("interval.db");
+  auto w = TraceWriter::open(p, TraceWriter::Options{200, 16});
+  ASSERT_TRUE(w.isOk());
+  ASSERT_TRUE((*w)->beginRun(info()).isOk());
+  auto buf = (*w)->takeBuffer();
+  for (int i = 0; i < 10; ++i) {
+    buf->records[buf->size++] = OpRecord{i + 1, -1, i, 1, -1, -1, -1, 9, 0, StringTable::global().intern("aten::x")};
+  }
+  ASSERT_TRUE((*w)->submit(buf));
+  StepRecord s;
+  s.step = 0;
+  s.loss = 2.5;
+  s.loss_scale = 65536;
+  (*w)->addStep(s);
+  // Another connection sees the rows once the commit interval has passed, while the writer lives.
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM op_events"), 10);
+  EXPECT_EQ(scalar(p, "SELECT loss_scale FROM steps WHERE step=0"), 65536);
+  EXPECT_EQ(scalar(p, "SELECT status='running' FROM runs"), 1);
+}
+
+TEST(TraceWriter, StringIdsAreMappedIntoEachFile) {
+  const std::string p = tempPath("strings.db");
+  {
+    auto db = openTraceDatabase(p, OpenMode::kReadWrite);
+    ASSERT_TRUE(db.isOk());
+    // The file already holds strings from another process, with other ids.
+    ASSERT_TRUE(execSql(db->get(), "INSERT INTO strings(value) VALUES ('zz_other_1'), ('zz_other_2'), ('aten::mm')").isOk());
+  }
+  const uint32_t mm = StringTable::global().intern("aten::mm");
+  const uint32_t fresh = StringTable::global().intern("aten::only_here");
+  {
+    auto w = TraceWriter::open(p);
+    ASSERT_TRUE(w.isOk());
+    ASSERT_TRUE((*w)->beginRun(info()).isOk());
+    auto buf = (*w)->takeBuffer();
+    buf->records[buf->size++] = OpRecord{1, -1, 0, 5, -1, -1, -1, 1, 0, mm};
+    buf->records[buf->size++] = OpRecord{2, 1, 1, 2, -1, -1, -1, 1, 0, fresh};
+    ASSERT_TRUE((*w)->submit(buf));
+    OverflowRecord o;
+    o.step = 3;
+    o.source = "float_status";
+    (*w)->addOverflow(o);
+    (*w)->addMemory(MemoryRecord{10, 0, 4096, 8192});
+    ASSERT_TRUE((*w)->endRun("completed", "{\"accuracy\": 0.9}").isOk());
+  }
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM ops WHERE id=1 AND name='aten::mm'"), 1);
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM ops WHERE id=2 AND name='aten::only_here' AND parent_id=1"), 1);
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM strings WHERE value='aten::mm'"), 1);
+  EXPECT_EQ(scalar(p, "SELECT step FROM overflow_events WHERE source='float_status'"), 3);
+  EXPECT_EQ(scalar(p, "SELECT reserved FROM memory"), 8192);
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM runs WHERE results_json LIKE '%accuracy%'"), 1);
+}
+
+TEST(TraceWriter, ManyRunsInOneFile) {
+  const std::string p = tempPath("runs.db");
+  for (int i = 0; i < 3; ++i) {
+    auto w = TraceWriter::open(p);
+    ASSERT_TRUE(w.isOk());
+    auto id = (*w)->beginRun(info());
+    ASSERT_TRUE(id.isOk());
+    EXPECT_EQ(*id, i + 1);
+    ASSERT_TRUE((*w)->endRun(i == 1 ? "failed" : "completed").isOk());
+  }
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM runs"), 3);
+  EXPECT_EQ(scalar(p, "SELECT id FROM runs WHERE status='failed'"), 2);
+}
+
+}  // namespace
+}  // namespace npuscope
