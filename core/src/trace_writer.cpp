@@ -136,6 +136,9 @@ std::unique_ptr<OpBuffer> TraceWriter::takeBuffer() {
 void TraceWriter::addStep(const StepRecord& r) { enqueue(r); }
 void TraceWriter::addOverflow(const OverflowRecord& r) { enqueue(r); }
 void TraceWriter::addMemory(const MemoryRecord& r) { enqueue(r); }
+void TraceWriter::addMemory(std::vector<MemoryRecord>&& batch) {
+  if (!batch.empty()) enqueue(std::move(batch));
+}
 Status TraceWriter::flush() { return enqueueAndWait(FlushCmd{}); }
 
 StatusOr<int64_t> TraceWriter::beginRun(const RunInfo& info) {
@@ -239,14 +242,10 @@ Status TraceWriter::write(Item& item) {
     bindText(st, 6, o->detail);
     return stepStatement(db, st);
   }
-  if (auto* m = std::get_if<MemoryRecord>(&item)) {
-    sqlite3_stmt* st = insert_memory_.get();
-    sqlite3_bind_int64(st, 1, run);
-    sqlite3_bind_int64(st, 2, m->ts_ns);
-    sqlite3_bind_int(st, 3, m->device);
-    sqlite3_bind_int64(st, 4, static_cast<int64_t>(m->allocated));
-    sqlite3_bind_int64(st, 5, static_cast<int64_t>(m->reserved));
-    return stepStatement(db, st);
+  if (auto* m = std::get_if<MemoryRecord>(&item)) return writeMemory(*m);
+  if (auto* batch = std::get_if<std::vector<MemoryRecord>>(&item)) {
+    for (const MemoryRecord& m : *batch) RETURN_IF_ERROR(writeMemory(m));
+    return Status::ok();
   }
   if (auto* b = std::get_if<BeginCmd>(&item)) {
     sqlite3_stmt* st = insert_run_.get();
@@ -273,6 +272,16 @@ Status TraceWriter::write(Item& item) {
     return stepStatement(db, st);
   }
   return Status::ok();  // FlushCmd: only needs the commit
+}
+
+Status TraceWriter::writeMemory(const MemoryRecord& m) {
+  sqlite3_stmt* st = insert_memory_.get();
+  sqlite3_bind_int64(st, 1, run_id_.load());
+  sqlite3_bind_int64(st, 2, m.ts_ns);
+  sqlite3_bind_int(st, 3, m.device);
+  sqlite3_bind_int64(st, 4, static_cast<int64_t>(m.allocated));
+  sqlite3_bind_int64(st, 5, static_cast<int64_t>(m.reserved));
+  return stepStatement(db_.get(), st);
 }
 
 Status TraceWriter::commit() {

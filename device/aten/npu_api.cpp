@@ -67,27 +67,24 @@ bool contains(const std::string& s, const char* part) { return s.find(part) != s
 
 }  // namespace
 
-OpWork estimate_op_work(const std::string& op_name, const std::vector<at::Tensor>& inputs,
-                        const std::vector<at::Tensor>& outputs) {
+namespace {
+
+// The cost formulas, from the inputs and the (known or derived) size of the first output.
+OpWork estimate(const std::string& op_name, const std::vector<at::Tensor>& inputs, double out0, double out_numel,
+                double out_bytes) {
   OpWork w;
-  double out_numel = 0, in_numel = 0;
+  double in_numel = 0;
   for (const auto& t : inputs) {
     if (!t.defined()) continue;
     w.bytes += static_cast<double>(t.numel() * t.element_size());
     in_numel = std::max(in_numel, static_cast<double>(t.numel()));
     if (aten::isLowPrecision(t.scalar_type())) w.low_precision = true;
   }
-  for (const auto& t : outputs) {
-    if (!t.defined()) continue;
-    w.bytes += static_cast<double>(t.numel() * t.element_size());
-    out_numel += static_cast<double>(t.numel());
-  }
+  w.bytes += out_bytes;
   const std::string n = baseName(op_name);
   auto in = [&](size_t i) -> const at::Tensor* {
     return i < inputs.size() && inputs[i].defined() ? &inputs[i] : nullptr;
   };
-  const double out0 = !outputs.empty() && outputs[0].defined() ? static_cast<double>(outputs[0].numel()) : 0;
-
   if (n == "mm" || n == "bmm" || n == "matmul" || n == "addmm" || n == "baddbmm" || n == "addbmm" ||
       n == "linear" || n == "mv" || n == "addmv" || n == "dot") {
     // 2 * output elements * reduction length; the reduction length is the last dim of the
@@ -126,6 +123,79 @@ OpWork estimate_op_work(const std::string& op_name, const std::vector<at::Tensor
     w.flops = std::max(out_numel, in_numel) * (heavy ? 5.0 : 1.0);
   }
   return w;
+}
+
+double product(const std::vector<int64_t>& v) {
+  double p = 1;
+  for (int64_t x : v) p *= static_cast<double>(x);
+  return p;
+}
+
+}  // namespace
+
+OpWork estimate_op_work(const std::string& op_name, const std::vector<at::Tensor>& inputs,
+                        const std::vector<at::Tensor>& outputs) {
+  double out_numel = 0, out_bytes = 0;
+  for (const auto& t : outputs) {
+    if (!t.defined()) continue;
+    out_numel += static_cast<double>(t.numel());
+    out_bytes += static_cast<double>(t.numel() * t.element_size());
+  }
+  const double out0 = !outputs.empty() && outputs[0].defined() ? static_cast<double>(outputs[0].numel()) : 0;
+  return estimate(op_name, inputs, out0, out_numel, out_bytes);
+}
+
+OpWork estimate_op_work(const std::string& op_name, c10::ArrayRef<const c10::IValue> inputs) {
+  // Dispatches no op (it runs inside profiler callbacks): shapes only.
+  std::vector<at::Tensor> tensors;
+  std::vector<int64_t> ints[3];  // the first int-list arguments: stride, padding, dilation
+  int lists = 0;
+  for (const auto& v : inputs) {
+    if (v.isTensor()) {
+      tensors.push_back(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) tensors.push_back(t);
+    } else if (v.isList() && lists < 3) {
+      std::vector<int64_t> l;
+      for (const auto& e : v.toListRef()) {
+        if (e.isInt()) l.push_back(e.toInt());
+      }
+      if (!l.empty()) ints[lists++] = std::move(l);
+    } else if (v.isNone() && tensors.size() == 2 && lists == 0) {
+      tensors.emplace_back();  // keep the bias slot of convolution(input, weight, bias?, ...)
+    }
+  }
+  const std::string n = baseName(op_name);
+  auto dims = [&](size_t i) {
+    return i < tensors.size() && tensors[i].defined() ? tensors[i].sizes().vec() : std::vector<int64_t>{};
+  };
+  std::vector<int64_t> out;
+  if (n == "mm" || n == "bmm" || n == "addmm" || n == "baddbmm" || n == "matmul" || n == "linear") {
+    const size_t first = (n == "addmm" || n == "baddbmm") ? 1 : 0;
+    auto a = dims(first), b = dims(first + 1);
+    if (!a.empty() && !b.empty()) {
+      out = a;
+      out.back() = n == "linear" ? b.front() : b.back();
+    }
+  } else if (contains(n, "conv") && !contains(n, "backward")) {
+    auto in = dims(0), w = dims(1);
+    if (in.size() >= 3 && w.size() == in.size()) {
+      out = {in[0], w[0]};
+      for (size_t d = 2; d < in.size(); ++d) {
+        const size_t k = d - 2;
+        const int64_t s = k < ints[0].size() ? ints[0][k] : 1, p = k < ints[1].size() ? ints[1][k] : 0,
+                      dl = k < ints[2].size() ? ints[2][k] : 1;
+        out.push_back((in[d] + 2 * p - dl * (w[d] - 1) - 1) / std::max<int64_t>(s, 1) + 1);
+      }
+    }
+  }
+  double out0 = out.empty() ? 0 : product(out);
+  double elem = !tensors.empty() && tensors[0].defined() ? static_cast<double>(tensors[0].element_size()) : 4.0;
+  if (out.empty()) {  // elementwise-like: the output is as large as the largest input
+    for (const auto& t : tensors)
+      if (t.defined()) out0 = std::max(out0, static_cast<double>(t.numel()));
+  }
+  return estimate(op_name, tensors, out0, out0, out0 * elem);
 }
 
 }  // namespace npuscope::npu

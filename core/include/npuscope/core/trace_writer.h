@@ -50,6 +50,7 @@ class TraceWriter {
   void addStep(const StepRecord& r);
   void addOverflow(const OverflowRecord& r);
   void addMemory(const MemoryRecord& r);
+  void addMemory(std::vector<MemoryRecord>&& batch);  // one hand-over for many records
 
   // Waits until everything queued so far is committed.
   Status flush();
@@ -68,8 +69,8 @@ class TraceWriter {
     std::string status, results;
   };
   struct FlushCmd {};
-  using Item = std::variant<std::unique_ptr<OpBuffer>, StepRecord, OverflowRecord, MemoryRecord, BeginCmd, EndCmd,
-                            FlushCmd>;
+  using Item = std::variant<std::unique_ptr<OpBuffer>, StepRecord, OverflowRecord, MemoryRecord,
+                            std::vector<MemoryRecord>, BeginCmd, EndCmd, FlushCmd>;
 
   TraceWriter(ScopedDb db, Options options);
   Status prepareStatements();
@@ -80,6 +81,7 @@ class TraceWriter {
   Status write(Item& item);
   Status writeOps(const OpBuffer& b);
   Status writeNewStrings();
+  Status writeMemory(const MemoryRecord& m);
   Status commit();
 
   ScopedDb db_;

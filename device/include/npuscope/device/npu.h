@@ -6,6 +6,7 @@
 //   auto stats = npuscope::npu::memory_stats(1);
 #pragma once
 
+#include <ATen/core/ivalue.h>
 #include <c10/core/Device.h>
 
 #include <string>
@@ -42,5 +43,8 @@ int num_threads();
 // The modeled cost of one op of the device, from its name and tensors (see cost_model.h).
 OpWork estimate_op_work(const std::string& op_name, const std::vector<at::Tensor>& inputs,
                         const std::vector<at::Tensor>& outputs);
+// The same from an op's boxed inputs alone (what a RecordFunction callback sees): output sizes
+// of matmuls and convolutions are derived from the input shapes and arguments.
+OpWork estimate_op_work(const std::string& op_name, c10::ArrayRef<const c10::IValue> inputs);
 
 }  // namespace npuscope::npu

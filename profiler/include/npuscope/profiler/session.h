@@ -1,0 +1,98 @@
+// Recording sessions: per-op profiling of a training loop into an npuscope trace file.
+//
+//   auto session = npuscope::profiler::RecordingSession::start({"run.db", run_info});
+//   for (...) {
+//     { npuscope::profiler::UserScope s("forward"); ... }
+//     session.value()->step({loss, loss_scale, ...});   // ends step N, begins N+1
+//   }
+//   session.value()->stop("completed");
+//
+// Every op on every thread (the autograd engine's backward threads included) is recorded through
+// libtorch's RecordFunction callbacks: name, start, duration, thread, depth and parent, sequence
+// number and forward/backward flag, input shapes and dtypes, the npu it ran on and the device's
+// modeled duration and stream start. Op threads only append fixed-size records to thread-local
+// buffers; the TraceWriter thread does all SQLite work. With no session recording, an op pays
+// one check of libtorch's (empty) callback list.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "npuscope/core/records.h"
+#include "npuscope/core/status.h"
+
+namespace npuscope::profiler {
+
+// torch.profiler's schedule: skip `skip_first` steps, then cycles of `wait` idle, `warmup`
+// (callbacks on, nothing kept) and `active` (recorded) steps, `repeat` cycles (0: forever).
+struct Schedule {
+  int skip_first = 0;
+  int wait = 0;
+  int warmup = 0;
+  int active = 1 << 30;
+  int repeat = 0;
+
+  enum class Action { kNone, kWarmup, kRecord };
+  Action actionFor(int64_t step) const;
+  // Parses "skip_first=1,wait=1,warmup=1,active=3,repeat=2" (any subset, any order).
+  static StatusOr<Schedule> parse(const std::string& text);
+};
+
+struct SessionOptions {
+  std::string path;
+  RunInfo run;
+  Schedule schedule;
+  bool record_shapes = true;
+  bool record_memory = true;
+};
+
+// What the training loop knows about a finished step.
+struct StepMetrics {
+  double loss = 0;
+  double loss_scale = 1;
+  bool overflow = false;
+  bool skipped = false;
+  double lr = 0;
+  double grad_norm = -1;
+};
+
+class RecordingSession {
+ public:
+  // Opens the file, starts a run and starts recording (step 0 begins now). One session at a time.
+  static StatusOr<std::unique_ptr<RecordingSession>> start(const SessionOptions& options);
+  ~RecordingSession();  // stops as "failed" if stop() was not called
+  RecordingSession(const RecordingSession&) = delete;
+  RecordingSession& operator=(const RecordingSession&) = delete;
+
+  // Ends the current step (stored with `m` when the schedule records it) and begins the next.
+  void step(const StepMetrics& m = StepMetrics());
+  // Records an overflow event of the current step.
+  void overflow(const std::string& source, const std::string& op_name, const std::string& detail);
+  // Stops recording, writes everything and ends the run with `status`.
+  Status stop(const std::string& status = "completed", const std::string& results_json = "");
+
+  int64_t runId() const;
+  int64_t currentStep() const;
+  uint64_t recordedOps() const;
+  uint64_t droppedRecords() const;
+  static RecordingSession* active();
+
+ private:
+  struct Impl;
+  explicit RecordingSession(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// A user scope (a named range) that appears as a slice around the ops run inside it.
+class UserScope {
+ public:
+  explicit UserScope(const char* name);
+  ~UserScope();
+  UserScope(const UserScope&) = delete;
+  UserScope& operator=(const UserScope&) = delete;
+
+ private:
+  void* guard_;
+};
+
+}  // namespace npuscope::profiler

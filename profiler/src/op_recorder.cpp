@@ -1,0 +1,357 @@
+#include "op_recorder.h"
+
+#include <ATen/core/ivalue.h>
+#include <ATen/record_function.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "npuscope/core/clock.h"
+#include "npuscope/core/string_table.h"
+#include "npuscope/core/trace_writer.h"
+#include "npuscope/device/npu.h"
+
+namespace npuscope::profiler::recorder {
+namespace {
+
+// An op in progress. Inputs are only valid during the start callback (the dispatcher boxes
+// them for it and destroys them right after), so everything derived from them is taken there.
+struct Frame {
+  int64_t id;
+  int64_t start_ns;
+  int64_t modeled_ns;  // modeled device duration, -1: not a device op
+  const char* name;    // valid while the op runs
+  uint32_t shapes_id;
+  uint32_t dtypes_id;
+  int32_t children;
+  int8_t device;
+  bool backward;
+  // The op re-dispatched itself under the same name (a structured op's functional form calling
+  // its out= form on npu): folded into the outer op, its children become the outer op's.
+  bool merged;
+};
+
+struct ShapeIds {
+  uint32_t shapes;
+  uint32_t dtypes;
+};
+
+struct ThreadState;
+
+// Session-wide state. g_writer is non-null while a session records.
+std::atomic<TraceWriter*> g_writer{nullptr};
+std::atomic<bool> g_keep{false};
+std::atomic<bool> g_shapes{true};
+std::atomic<bool> g_memory{true};
+std::atomic<int64_t> g_step{0};
+std::atomic<int64_t> g_next_id{1};
+std::atomic<uint64_t> g_recorded{0};
+at::CallbackHandle g_handle = 0;
+std::mutex g_registry_mu;
+std::unordered_set<ThreadState*>& registry() {
+  static auto* r = new std::unordered_set<ThreadState*>();
+  return *r;
+}
+
+struct ThreadState {
+  std::unique_ptr<OpBuffer> buf;
+  std::vector<MemoryRecord> memory;
+  std::vector<Frame> stack;
+  std::unordered_map<const char*, uint32_t> names;  // schema names: stable pointers
+  std::unordered_map<uint64_t, std::pair<std::string, uint32_t>> dynamic_names;  // by content hash
+  std::unordered_map<uint64_t, ShapeIds> shapes;
+  std::unordered_map<uint64_t, int64_t> cost;  // (name, shapes) -> modeled device ns
+  int32_t depth = 0;  // frames on the stack that are recorded (merged frames do not count)
+  std::atomic<bool> busy{false};
+
+  ThreadState() {
+    stack.reserve(64);
+    std::lock_guard<std::mutex> lock(g_registry_mu);
+    registry().insert(this);
+  }
+  ~ThreadState() {
+    std::lock_guard<std::mutex> lock(g_registry_mu);
+    registry().erase(this);
+    if (TraceWriter* w = g_writer.load()) {  // a thread ending mid-session keeps its records
+      if (buf) w->submit(buf);
+      w->addMemory(std::move(memory));
+    }
+  }
+};
+
+ThreadState& threadState() {
+  thread_local ThreadState state;
+  return state;
+}
+
+// Marks a thread as inside a callback that may touch its buffer (stop() waits for it).
+struct BusyScope {
+  explicit BusyScope(ThreadState& s) : s_(s) { s_.busy.store(true); }
+  ~BusyScope() { s_.busy.store(false); }
+  ThreadState& s_;
+};
+
+inline uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
+const char* dtypeName(c10::ScalarType t) {
+  switch (t) {
+    case c10::kFloat: return "float";
+    case c10::kHalf: return "c10::Half";
+    case c10::kBFloat16: return "c10::BFloat16";
+    case c10::kDouble: return "double";
+    case c10::kLong: return "long int";
+    case c10::kInt: return "int";
+    case c10::kBool: return "bool";
+    case c10::kByte: return "unsigned char";
+    default: return c10::toString(t);
+  }
+}
+
+// Input shapes and dtypes as PyTorch's profiler prints them ("[[2, 3], [], ...]",
+// "float, Scalar, ..."), interned and cached by a hash of the shapes.
+ShapeIds shapeIds(ThreadState& ts, c10::ArrayRef<const c10::IValue> inputs, uint64_t* hash_out, int* device_out) {
+  uint64_t h = inputs.size();
+  int device = -1;
+  for (const auto& v : inputs) {
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (!t.defined()) {
+        h = mix(h, 1);
+        continue;
+      }
+      h = mix(h, static_cast<uint64_t>(t.scalar_type()) + 16);
+      for (int64_t s : t.sizes()) h = mix(h, static_cast<uint64_t>(s));
+      h = mix(h, 0xfeed);
+      if (device < 0 && t.device().type() == npu::kDeviceType) device = t.device().index();
+    } else if (v.isTensorList()) {
+      h = mix(h, 2);
+      for (const at::Tensor& t : v.toTensorList()) {
+        h = mix(h, static_cast<uint64_t>(t.scalar_type()));
+        for (int64_t s : t.sizes()) h = mix(h, static_cast<uint64_t>(s));
+      }
+    } else {
+      h = mix(h, v.isScalar() ? 3 : 4);
+    }
+  }
+  *hash_out = h;
+  *device_out = device;
+  auto it = ts.shapes.find(h);
+  if (it != ts.shapes.end()) return it->second;
+  std::string shapes = "[", dtypes;
+  bool first = true;
+  for (const auto& v : inputs) {
+    shapes += first ? "" : ", ";
+    dtypes += first ? "" : ", ";
+    first = false;
+    if (v.isTensor() && v.toTensor().defined()) {
+      const at::Tensor& t = v.toTensor();
+      shapes += "[";
+      for (int64_t i = 0; i < t.dim(); ++i) shapes += (i ? ", " : "") + std::to_string(t.size(i));
+      shapes += "]";
+      dtypes += dtypeName(t.scalar_type());
+    } else if (v.isTensorList()) {
+      shapes += "[";
+      bool f2 = true;
+      for (const at::Tensor& t : v.toTensorList()) {
+        shapes += f2 ? "[" : ", [";
+        f2 = false;
+        for (int64_t i = 0; i < t.dim(); ++i) shapes += (i ? ", " : "") + std::to_string(t.size(i));
+        shapes += "]";
+      }
+      shapes += "]";
+      dtypes += "TensorList";
+    } else {
+      shapes += "[]";
+      dtypes += v.isScalar() ? "Scalar" : "";
+    }
+  }
+  shapes += "]";
+  ShapeIds ids{StringTable::global().intern(shapes), StringTable::global().intern(dtypes)};
+  ts.shapes.emplace(h, ids);
+  return ids;
+}
+
+// Op names from schemas live as long as the operator: cached by pointer. Names of autograd
+// nodes and user scopes are strings owned by each RecordFunction (pointers get reused): cached
+// by content.
+uint32_t nameId(ThreadState& ts, const at::RecordFunction& fn) {
+  const char* name = fn.name();
+  if (fn.scope() == at::RecordScope::FUNCTION && fn.operator_name().has_value()) {
+    auto it = ts.names.find(name);
+    return it != ts.names.end() ? it->second
+                                : ts.names.emplace(name, StringTable::global().intern(name)).first->second;
+  }
+  uint64_t h = 1469598103934665603ull;
+  for (const char* c = name; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+  auto it = ts.dynamic_names.find(h);
+  if (it != ts.dynamic_names.end() && it->second.first == name) return it->second.second;
+  const uint32_t id = StringTable::global().intern(name);
+  ts.dynamic_names[h] = {name, id};
+  return id;
+}
+
+std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
+  ThreadState& ts = threadState();
+  Frame f;
+  f.name = fn.name();
+  f.children = 0;
+  f.merged = false;
+  if (!ts.stack.empty()) {
+    Frame& parent = ts.stack.back();
+    if (fn.scope() == at::RecordScope::FUNCTION && std::strcmp(parent.name, f.name) == 0) {
+      f = parent;
+      f.merged = true;
+      f.children = 0;
+      ts.stack.push_back(f);
+      return nullptr;
+    }
+  }
+  f.id = g_next_id.fetch_add(1, std::memory_order_relaxed);
+  f.backward = fn.scope() == at::RecordScope::BACKWARD_FUNCTION || (!ts.stack.empty() && ts.stack.back().backward) ||
+               std::strncmp(f.name, "autograd::engine::evaluate_function", 35) == 0;
+  f.shapes_id = f.dtypes_id = 0;
+  f.device = -1;
+  f.modeled_ns = -1;
+  if (g_keep.load(std::memory_order_relaxed) && g_shapes.load(std::memory_order_relaxed) && fn.needsInputs()) {
+    uint64_t h = 0;
+    int device = -1;
+    const ShapeIds ids = shapeIds(ts, fn.inputs(), &h, &device);
+    f.shapes_id = ids.shapes;
+    f.dtypes_id = ids.dtypes;
+    f.device = static_cast<int8_t>(device);
+    if (device >= 0 && fn.scope() == at::RecordScope::FUNCTION) {
+      const uint64_t key = mix(h, nameId(ts, fn));
+      auto cit = ts.cost.find(key);
+      if (cit != ts.cost.end()) {
+        f.modeled_ns = cit->second;
+      } else {
+        f.modeled_ns = npu::modeled_duration_ns(npu::estimate_op_work(fn.name(), fn.inputs()));
+        ts.cost.emplace(key, f.modeled_ns);
+      }
+    }
+  }
+  if (!ts.stack.empty()) ++ts.stack.back().children;
+  ++ts.depth;
+  f.start_ns = nowNs();
+  ts.stack.push_back(f);
+  return nullptr;
+}
+
+void onEnd(const at::RecordFunction& fn, at::ObserverContext*) {
+  const int64_t end = nowNs();
+  ThreadState& ts = threadState();
+  if (ts.stack.empty()) return;
+  const Frame f = ts.stack.back();
+  ts.stack.pop_back();
+  if (f.merged) {
+    if (!ts.stack.empty()) ts.stack.back().children += f.children;
+    return;
+  }
+  --ts.depth;
+  if (!g_keep.load(std::memory_order_relaxed)) return;
+  BusyScope busy(ts);
+  TraceWriter* w = g_writer.load();
+  if (!w) return;
+  if (!ts.buf) ts.buf = w->takeBuffer();
+
+  OpRecord& r = ts.buf->records[ts.buf->size];
+  r.id = f.id;
+  r.parent_id = ts.stack.empty() ? -1 : ts.stack.back().id;
+  r.start_ns = f.start_ns;
+  r.dur_ns = end - f.start_ns;
+  r.seq_nr = fn.seqNr();
+  r.thread_id = fn.threadId();
+  r.step = static_cast<int32_t>(g_step.load(std::memory_order_relaxed));
+  r.depth = static_cast<int16_t>(ts.depth);
+  r.is_backward = f.backward ? 1 : 0;
+  r.name_id = nameId(ts, fn);
+  r.shapes_id = f.shapes_id;
+  r.dtypes_id = f.dtypes_id;
+  r.device = f.device;
+  r.device_start_ns = r.device_dur_ns = -1;
+  if (f.modeled_ns >= 0 && f.children == 0) {
+    // A leaf op on an npu is a device task, launched when its host part ends.
+    const npu::StreamSlot slot = npu::submit_to_stream(f.device, end, f.modeled_ns);
+    r.device_start_ns = slot.start_ns;
+    r.device_dur_ns = f.modeled_ns;
+  }
+  ++ts.buf->size;
+  g_recorded.fetch_add(1, std::memory_order_relaxed);
+  if (ts.buf->full()) w->submit(ts.buf);
+}
+
+void onMemory(int device, uint64_t allocated, uint64_t reserved) {
+  if (!g_keep.load(std::memory_order_relaxed) || !g_memory.load(std::memory_order_relaxed)) return;
+  ThreadState& ts = threadState();
+  BusyScope busy(ts);
+  TraceWriter* w = g_writer.load();
+  if (!w) return;
+  ts.memory.push_back(MemoryRecord{nowNs(), device, allocated, reserved});
+  if (ts.memory.size() >= 1024) {
+    w->addMemory(std::move(ts.memory));
+    ts.memory.clear();
+  }
+}
+
+void ensureCallback() {
+  if (g_handle != 0) return;
+  g_handle = at::addGlobalCallback(at::RecordFunctionCallback(&onStart, &onEnd)
+                                       .needsInputs(true)
+                                       .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+                                                at::RecordScope::USER_SCOPE}));
+  at::disableCallback(g_handle);
+}
+
+}  // namespace
+
+void start(TraceWriter* writer, bool record_shapes, bool record_memory) {
+  ensureCallback();
+  g_shapes.store(record_shapes);
+  g_memory.store(record_memory);
+  g_recorded.store(0);
+  npu::reset_streams();
+  g_writer.store(writer);
+  if (record_memory) npu::set_memory_observer(&onMemory);
+}
+
+void setMode(bool callbacks_on, bool keep) {
+  g_keep.store(keep);
+  if (callbacks_on) {
+    at::reenableCallback(g_handle);
+  } else {
+    at::disableCallback(g_handle);
+  }
+}
+
+void setStep(int64_t step) { g_step.store(step); }
+
+void stop() {
+  g_keep.store(false);
+  if (g_handle != 0) at::disableCallback(g_handle);
+  npu::set_memory_observer(nullptr);
+  TraceWriter* w = g_writer.exchange(nullptr);
+  if (!w) return;
+  // Callbacks that saw the writer before it was cleared finish first; then every thread's
+  // remaining records go to the writer.
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  for (ThreadState* ts : registry()) {
+    while (ts->busy.load()) {
+    }
+    if (ts->buf && ts->buf->size > 0) w->submit(ts->buf);
+    ts->buf.reset();
+    if (!ts->memory.empty()) w->addMemory(std::move(ts->memory));
+    ts->memory.clear();
+  }
+}
+
+uint64_t recordedOps() { return g_recorded.load(); }
+
+}  // namespace npuscope::profiler::recorder

@@ -1,0 +1,21 @@
+// The RecordFunction callbacks behind RecordingSession: per-thread op stacks and buffers.
+#pragma once
+
+#include <cstdint>
+
+namespace npuscope {
+class TraceWriter;
+}
+
+namespace npuscope::profiler::recorder {
+
+// Starts delivering ops to `writer` (callbacks enabled; records kept while `keep`).
+void start(TraceWriter* writer, bool record_shapes, bool record_memory);
+// Whether ops are kept (warmup: callbacks run, records discarded) and whether callbacks run.
+void setMode(bool callbacks_on, bool keep);
+void setStep(int64_t step);
+// Disables the callbacks and hands every thread's remaining records to the writer.
+void stop();
+uint64_t recordedOps();
+
+}  // namespace npuscope::profiler::recorder

@@ -1,4 +1,0 @@
-#include "npuscope/profiler/profiler.h"
-namespace npuscope::profiler {
-const char* componentName() { return "profiler"; }
-}

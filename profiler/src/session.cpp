@@ -1,0 +1,166 @@
+#include "npuscope/profiler/session.h"
+
+#include <ATen/record_function.h>
+
+#include <atomic>
+#include <chrono>
+#include <sstream>
+
+#include "npuscope/core/clock.h"
+#include "npuscope/core/trace_writer.h"
+#include "op_recorder.h"
+
+namespace npuscope::profiler {
+
+Schedule::Action Schedule::actionFor(int64_t step) const {
+  if (step < skip_first) return Action::kNone;
+  const int64_t j = step - skip_first;
+  const int64_t cycle = static_cast<int64_t>(wait) + warmup + active;
+  if (cycle <= 0) return Action::kNone;
+  if (repeat > 0 && j >= cycle * repeat) return Action::kNone;
+  const int64_t p = j % cycle;
+  if (p < wait) return Action::kNone;
+  if (p < wait + warmup) return Action::kWarmup;
+  return Action::kRecord;
+}
+
+StatusOr<Schedule> Schedule::parse(const std::string& text) {
+  Schedule s;
+  s.active = 1 << 30;
+  std::stringstream ss(text);
+  std::string item;
+  bool active_set = false;
+  while (std::getline(ss, item, ',')) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) {
+      return invalidArgument("schedule '" + text + "': expected key=value pairs like wait=1,warmup=1,active=3");
+    }
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    int v = 0;
+    try {
+      size_t pos = 0;
+      v = std::stoi(value, &pos);
+      if (pos != value.size() || v < 0) throw std::invalid_argument(value);
+    } catch (...) {
+      return invalidArgument("schedule '" + text + "': " + key + " needs a whole number >= 0, not '" + value + "'");
+    }
+    if (key == "skip_first") s.skip_first = v;
+    else if (key == "wait") s.wait = v;
+    else if (key == "warmup") s.warmup = v;
+    else if (key == "active") { s.active = v; active_set = true; }
+    else if (key == "repeat") s.repeat = v;
+    else return invalidArgument("schedule '" + text + "': unknown key '" + key +
+                                "' (expected skip_first, wait, warmup, active, repeat)");
+  }
+  if (active_set && s.active == 0) return invalidArgument("schedule '" + text + "': active must be at least 1");
+  return s;
+}
+
+namespace {
+std::atomic<RecordingSession*> g_active{nullptr};
+}
+
+struct RecordingSession::Impl {
+  SessionOptions options;
+  std::unique_ptr<TraceWriter> writer;
+  int64_t run_id = -1;
+  int64_t step = 0;
+  int64_t step_start_ns = 0;
+  bool stopped = false;
+};
+
+RecordingSession::RecordingSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+RecordingSession* RecordingSession::active() { return g_active.load(); }
+
+StatusOr<std::unique_ptr<RecordingSession>> RecordingSession::start(const SessionOptions& options) {
+  if (g_active.load()) return failedPrecondition("a recording session is already active in this process");
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  ASSIGN_OR_RETURN(impl->writer, TraceWriter::open(options.path));
+  RunInfo info = options.run;
+  if (info.started_ns == 0) info.started_ns = nowNs();
+  if (info.wall_start_ns == 0) {
+    info.wall_start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  }
+  ASSIGN_OR_RETURN(impl->run_id, impl->writer->beginRun(info));
+  std::unique_ptr<RecordingSession> s(new RecordingSession(std::move(impl)));
+  RecordingSession* expected = nullptr;
+  if (!g_active.compare_exchange_strong(expected, s.get())) {
+    return failedPrecondition("a recording session is already active in this process");
+  }
+  recorder::start(s->impl_->writer.get(), options.record_shapes, options.record_memory);
+  s->impl_->step_start_ns = nowNs();
+  recorder::setStep(0);
+  const auto a = options.schedule.actionFor(0);
+  recorder::setMode(a != Schedule::Action::kNone, a == Schedule::Action::kRecord);
+  return s;
+}
+
+RecordingSession::~RecordingSession() {
+  if (impl_ && !impl_->stopped) (void)stop("failed");
+}
+
+void RecordingSession::step(const StepMetrics& m) {
+  Impl& s = *impl_;
+  if (s.stopped) return;
+  const int64_t now = nowNs();
+  if (s.options.schedule.actionFor(s.step) == Schedule::Action::kRecord) {
+    StepRecord r;
+    r.step = s.step;
+    r.start_ns = s.step_start_ns;
+    r.dur_ns = now - s.step_start_ns;
+    r.loss = m.loss;
+    r.loss_scale = m.loss_scale;
+    r.overflow = m.overflow;
+    r.skipped = m.skipped;
+    r.lr = m.lr;
+    r.grad_norm = m.grad_norm;
+    s.writer->addStep(r);
+  }
+  ++s.step;
+  s.step_start_ns = nowNs();
+  recorder::setStep(s.step);
+  const auto a = s.options.schedule.actionFor(s.step);
+  recorder::setMode(a != Schedule::Action::kNone, a == Schedule::Action::kRecord);
+}
+
+void RecordingSession::overflow(const std::string& source, const std::string& op_name, const std::string& detail) {
+  if (impl_->stopped) return;
+  OverflowRecord o;
+  o.step = impl_->step;
+  o.ts_ns = nowNs();
+  o.source = source;
+  o.op_name = op_name;
+  o.detail = detail;
+  impl_->writer->addOverflow(o);
+}
+
+Status RecordingSession::stop(const std::string& status, const std::string& results_json) {
+  Impl& s = *impl_;
+  if (s.stopped) return Status::ok();
+  s.stopped = true;
+  recorder::stop();
+  Status st = s.writer->endRun(status, results_json);
+  s.writer.reset();  // joins the writer thread after its final commit
+  RecordingSession* self = this;
+  g_active.compare_exchange_strong(self, nullptr);
+  return st;
+}
+
+int64_t RecordingSession::runId() const { return impl_->run_id; }
+int64_t RecordingSession::currentStep() const { return impl_->step; }
+uint64_t RecordingSession::recordedOps() const { return recorder::recordedOps(); }
+uint64_t RecordingSession::droppedRecords() const { return impl_->writer ? impl_->writer->droppedRecords() : 0; }
+
+UserScope::UserScope(const char* name) : guard_(nullptr) {
+  auto* guard = new at::RecordFunction(at::RecordScope::USER_SCOPE);
+  if (guard->isActive()) guard->before(name);
+  guard_ = guard;
+}
+
+UserScope::~UserScope() { delete static_cast<at::RecordFunction*>(guard_); }
+
+}  // namespace npuscope::profiler

@@ -1,0 +1,189 @@
+// Recording sessions on real training steps on the npu: what lands in the file.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "npuscope/core/database.h"
+#include "npuscope/device/npu.h"
+#include "npuscope/profiler/session.h"
+
+namespace npuscope::profiler {
+namespace {
+
+std::string tempPath(const std::string& name) {
+  std::string p = testing::TempDir() + "/npuscope_prof_" + name;
+  for (const char* s : {"", "-wal", "-shm"}) std::remove((p + s).c_str());
+  return p;
+}
+
+struct Db {
+  explicit Db(const std::string& path) : db(openTraceDatabase(path, OpenMode::kReadOnly).value()) {}
+  int64_t scalar(const std::string& sql) {
+    auto st = prepare(db.get(), sql);
+    EXPECT_TRUE(st.isOk()) << st.status().message();
+    if (!st.isOk() || sqlite3_step(st->get()) != SQLITE_ROW) return -1;
+    return sqlite3_column_int64(st->get(), 0);
+  }
+  std::vector<std::string> strings(const std::string& sql) {
+    std::vector<std::string> out;
+    auto st = prepare(db.get(), sql);
+    EXPECT_TRUE(st.isOk()) << st.status().message();
+    while (st.isOk() && sqlite3_step(st->get()) == SQLITE_ROW) {
+      const unsigned char* t = sqlite3_column_text(st->get(), 0);
+      out.emplace_back(t ? reinterpret_cast<const char*>(t) : "");
+    }
+    return out;
+  }
+  ScopedDb db;
+};
+
+// A tiny model trained on npu for `steps` steps inside a session.
+void trainSteps(RecordingSession& s, int steps, bool fp16_extra = false) {
+  torch::manual_seed(0);
+  torch::nn::Linear lin(8, 4);
+  lin->to(npu::device(0));
+  torch::optim::SGD opt(lin->parameters(), 0.1);
+  for (int i = 0; i < steps; ++i) {
+    at::Tensor x = at::randn({16, 8}).to(npu::device(0));
+    {
+      UserScope scope("train_step_body");
+      opt.zero_grad();
+      auto loss = lin->forward(x).pow(2).mean();
+      loss.backward();
+      opt.step();
+      if (fp16_extra) {
+        at::Tensor h = x.to(at::kHalf);
+        at::mm(h, h.t());
+      }
+    }
+    s.step(StepMetrics{1.0 + i, 1024.0, false, false, 0.1, -1});
+  }
+}
+
+TEST(RecordingSession, RecordsAConsistentOpTreeWithBackward) {
+  const std::string p = tempPath("tree.db");
+  {
+    auto s = RecordingSession::start({p, RunInfo{0, 0, "test", "linear"}, Schedule()});
+    ASSERT_TRUE(s.isOk()) << s.status().message();
+    trainSteps(**s, 3);
+    ASSERT_TRUE((*s)->stop("completed").isOk());
+    EXPECT_EQ((*s)->droppedRecords(), 0u);
+  }
+  Db db(p);
+  EXPECT_GT(db.scalar("SELECT count(*) FROM ops"), 50);
+  // Every child starts and ends inside its parent, one level deeper, on the same thread.
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM op_events c JOIN op_events p ON c.parent_id = p.id "
+                      "WHERE c.depth <> p.depth + 1 OR c.start_ns < p.start_ns OR "
+                      "c.start_ns + c.dur_ns > p.start_ns + p.dur_ns OR c.thread_id <> p.thread_id"),
+            0);
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM op_events WHERE parent_id IS NOT NULL AND "
+                      "parent_id NOT IN (SELECT id FROM op_events)"),
+            0);
+  EXPECT_GT(db.scalar("SELECT count(*) FROM ops WHERE name='aten::addmm'"), 0);
+  EXPECT_GT(db.scalar("SELECT count(*) FROM ops WHERE is_backward=1 AND name LIKE '%Backward%'"), 0);
+  // A backward node carries the sequence number of the forward op it differentiates.
+  EXPECT_GT(db.scalar("SELECT count(*) FROM ops b JOIN ops f ON b.seq_nr = f.seq_nr AND b.run_id = f.run_id "
+                      "WHERE b.name = 'AddmmBackward0' AND f.name = 'aten::addmm' AND f.is_backward = 0"),
+            0);
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM ops WHERE name='train_step_body'"), 3);
+  EXPECT_EQ(db.scalar("SELECT count(DISTINCT step) FROM ops"), 3);
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM steps"), 3);
+  EXPECT_EQ(db.scalar("SELECT CAST(loss AS INTEGER) FROM steps WHERE step=2"), 3);
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM runs WHERE status='completed'"), 1);
+  // Shapes as PyTorch prints them; the npu named as users see it.
+  auto shapes = db.strings("SELECT input_shapes FROM ops WHERE name='aten::addmm' LIMIT 1");
+  ASSERT_EQ(shapes.size(), 1u);
+  EXPECT_EQ(shapes[0], "[[4], [16, 8], [8, 4], [], []]");
+  EXPECT_EQ(db.strings("SELECT device FROM ops WHERE name='aten::addmm' LIMIT 1")[0], "npu:0");
+}
+
+TEST(RecordingSession, LeafNpuOpsGetModeledDeviceTimes) {
+  const std::string p = tempPath("modeled.db");
+  {
+    auto s = RecordingSession::start({p, RunInfo{}, Schedule()});
+    ASSERT_TRUE(s.isOk());
+    trainSteps(**s, 2);
+    ASSERT_TRUE((*s)->stop().isOk());
+  }
+  Db db(p);
+  EXPECT_GT(db.scalar("SELECT count(*) FROM op_events WHERE device_dur_ns > 0"), 10);
+  // Launched at the host op's end, never before.
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM op_events WHERE device_start_ns < start_ns + dur_ns"), 0);
+  // On one device's stream the modeled tasks do not overlap.
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM op_events a JOIN op_events b ON a.device = b.device AND a.id < b.id "
+                      "AND a.device_start_ns IS NOT NULL AND b.device_start_ns IS NOT NULL "
+                      "AND a.device_start_ns < b.device_start_ns + b.device_dur_ns "
+                      "AND b.device_start_ns < a.device_start_ns + a.device_dur_ns"),
+            0);
+  EXPECT_GT(db.scalar("SELECT count(*) FROM memory WHERE device=0 AND allocated > 0"), 0);
+}
+
+TEST(RecordingSession, DeviceInternalWorkIsNotRecorded) {
+  const std::string p = tempPath("internal.db");
+  {
+    auto s = RecordingSession::start({p, RunInfo{}, Schedule()});
+    ASSERT_TRUE(s.isOk());
+    at::Tensor h = at::randn({32, 32}).to(at::kHalf).to(npu::device(0));
+    (*s)->step();
+    at::Tensor r = at::mm(h, h);  // computed in fp32 by the device, rounded back to fp16
+    (*s)->step();
+    ASSERT_TRUE((*s)->stop().isOk());
+  }
+  Db db(p);
+  // One mm (its structured out= re-dispatch folded in); the CPU kernel's own calls may appear
+  // beneath it as on a CPU, but none of the device's fp16 <-> fp32 round trips.
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM ops WHERE step=1 AND name='aten::mm'"), 1);
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM ops WHERE step=1 AND name IN ('aten::to', 'aten::_to_copy', "
+                      "'aten::copy_', 'aten::clamp', 'aten::nan_to_num', 'aten::empty_strided')"),
+            0);
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM ops WHERE step=1 AND parent_id IS NULL"), 1);
+}
+
+TEST(RecordingSession, ScheduleKeepsOnlyActiveSteps) {
+  const std::string p = tempPath("schedule.db");
+  auto sched = Schedule::parse("skip_first=1,wait=1,warmup=1,active=2,repeat=1");
+  ASSERT_TRUE(sched.isOk());
+  {
+    auto s = RecordingSession::start({p, RunInfo{}, *sched});
+    ASSERT_TRUE(s.isOk());
+    trainSteps(**s, 8);
+    ASSERT_TRUE((*s)->stop().isOk());
+  }
+  Db db(p);
+  // steps: 0 skipped, 1 wait, 2 warmup, 3-4 active, then done (repeat=1)
+  EXPECT_EQ(db.strings("SELECT DISTINCT step FROM ops ORDER BY step"), (std::vector<std::string>{"3", "4"}));
+  EXPECT_EQ(db.strings("SELECT step FROM steps ORDER BY step"), (std::vector<std::string>{"3", "4"}));
+}
+
+TEST(Schedule, ActionsAndParsing) {
+  Schedule s{2, 1, 1, 2, 2};
+  std::string got;
+  for (int i = 0; i < 12; ++i) {
+    auto a = s.actionFor(i);
+    got += a == Schedule::Action::kNone ? '.' : a == Schedule::Action::kWarmup ? 'w' : 'R';
+  }
+  EXPECT_EQ(got, "...wRR.wRR..");
+  EXPECT_FALSE(Schedule::parse("wait=x").isOk());
+  EXPECT_NE(Schedule::parse("pause=1").status().message().find("unknown key 'pause'"), std::string::npos);
+  EXPECT_FALSE(Schedule::parse("active=0").isOk());
+  EXPECT_EQ(Schedule::parse("active=3")->actionFor(5), Schedule::Action::kRecord);
+}
+
+TEST(RecordingSession, OneAtATimeAndNothingWhenStopped) {
+  const std::string p = tempPath("one.db");
+  auto s = RecordingSession::start({p, RunInfo{}, Schedule()});
+  ASSERT_TRUE(s.isOk());
+  auto s2 = RecordingSession::start({tempPath("two.db"), RunInfo{}, Schedule()});
+  EXPECT_FALSE(s2.isOk());
+  ASSERT_TRUE((*s)->stop().isOk());
+  at::Tensor x = at::ones({4}).to(npu::device(0));
+  x.add_(1);  // after stop: not recorded
+  Db db(p);
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM ops WHERE name='aten::add_'"), 0);
+}
+
+}  // namespace
+}  // namespace npuscope::profiler
