@@ -67,21 +67,16 @@ struct ThreadState {
   std::unordered_map<uint64_t, ShapeIds> shapes;
   std::unordered_map<uint64_t, int64_t> cost;  // (name, shapes) -> modeled device ns
   int32_t depth = 0;  // frames on the stack that are recorded (merged frames do not count)
-  std::atomic<bool> busy{false};
+  // Who may touch buf/memory: 0 nobody, 1 the owning thread (appending), 2 a flusher (step
+  // boundary or stop). Uncontended, a claim is one compare-exchange.
+  std::atomic<int> claim{0};
 
   ThreadState() {
     stack.reserve(64);
     std::lock_guard<std::mutex> lock(g_registry_mu);
     registry().insert(this);
   }
-  ~ThreadState() {
-    std::lock_guard<std::mutex> lock(g_registry_mu);
-    registry().erase(this);
-    if (TraceWriter* w = g_writer.load()) {  // a thread ending mid-session keeps its records
-      if (buf) w->submit(buf);
-      w->addMemory(std::move(memory));
-    }
-  }
+  ~ThreadState();
 };
 
 ThreadState& threadState() {
@@ -89,12 +84,30 @@ ThreadState& threadState() {
   return state;
 }
 
-// Marks a thread as inside a callback that may touch its buffer (stop() waits for it).
-struct BusyScope {
-  explicit BusyScope(ThreadState& s) : s_(s) { s_.busy.store(true); }
-  ~BusyScope() { s_.busy.store(false); }
+// Holds a thread state's buffers for `who` (1: owner, 2: flusher) while alive.
+struct Claim {
+  Claim(ThreadState& s, int who) : s_(s) {
+    int expected = 0;
+    while (!s_.claim.compare_exchange_weak(expected, who, std::memory_order_acquire)) expected = 0;
+  }
+  ~Claim() { s_.claim.store(0, std::memory_order_release); }
   ThreadState& s_;
 };
+
+// Hands a thread's partial buffers to the writer (caller holds the claim).
+void flushLocked(ThreadState& ts, TraceWriter* w) {
+  if (ts.buf && ts.buf->size > 0) w->submit(ts.buf);
+  if (!ts.memory.empty()) {
+    w->addMemory(std::move(ts.memory));
+    ts.memory.clear();
+  }
+}
+
+ThreadState::~ThreadState() {
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  registry().erase(this);
+  if (TraceWriter* w = g_writer.load()) flushLocked(*this, w);  // a thread ending mid-session
+}
 
 inline uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
@@ -257,7 +270,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   }
   --ts.depth;
   if (!g_keep.load(std::memory_order_relaxed)) return;
-  BusyScope busy(ts);
+  Claim claim(ts, 1);
   TraceWriter* w = g_writer.load();
   if (!w) return;
   if (!ts.buf) ts.buf = w->takeBuffer();
@@ -291,7 +304,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext*) {
 void onMemory(int device, uint64_t allocated, uint64_t reserved) {
   if (!g_keep.load(std::memory_order_relaxed) || !g_memory.load(std::memory_order_relaxed)) return;
   ThreadState& ts = threadState();
-  BusyScope busy(ts);
+  Claim claim(ts, 1);
   TraceWriter* w = g_writer.load();
   if (!w) return;
   ts.memory.push_back(MemoryRecord{nowNs(), device, allocated, reserved});
@@ -343,12 +356,19 @@ void stop() {
   // remaining records go to the writer.
   std::lock_guard<std::mutex> lock(g_registry_mu);
   for (ThreadState* ts : registry()) {
-    while (ts->busy.load()) {
-    }
-    if (ts->buf && ts->buf->size > 0) w->submit(ts->buf);
+    Claim claim(*ts, 2);
+    flushLocked(*ts, w);
     ts->buf.reset();
-    if (!ts->memory.empty()) w->addMemory(std::move(ts->memory));
-    ts->memory.clear();
+  }
+}
+
+void flushAll() {
+  TraceWriter* w = g_writer.load();
+  if (!w) return;
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  for (ThreadState* ts : registry()) {
+    Claim claim(*ts, 2);
+    flushLocked(*ts, w);
   }
 }
 

@@ -16,6 +16,9 @@ void setMode(bool callbacks_on, bool keep);
 void setStep(int64_t step);
 // Disables the callbacks and hands every thread's remaining records to the writer.
 void stop();
+// Hands every thread's partial buffers to the writer (at step boundaries, so a step's records
+// are committed within the writer's commit interval even when buffers are not full).
+void flushAll();
 uint64_t recordedOps();
 
 }  // namespace npuscope::profiler::recorder

@@ -119,6 +119,7 @@ void RecordingSession::step(const StepMetrics& m) {
     r.lr = m.lr;
     r.grad_norm = m.grad_norm;
     s.writer->addStep(r);
+    recorder::flushAll();
   }
   ++s.step;
   s.step_start_ns = nowNs();
