@@ -145,7 +145,10 @@ void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& sche
   // Swap npu tensors for CPU stand-ins; rewrite dtype and device arguments.
   for (size_t i = 0; i < nargs; ++i) {
     c10::IValue& v = (*stack)[base + i];
-    const bool is_write = args[i].alias_info() && args[i].alias_info()->isWrite();
+    // libtorch 1.13's batch-norm schemas update running_mean/running_var in training without
+    // marking them (a!): treat them as written, or an fp16 stand-in's update would be dropped.
+    const bool is_write = (args[i].alias_info() && args[i].alias_info()->isWrite()) ||
+                          args[i].name() == "running_mean" || args[i].name() == "running_var";
     if (v.isTensor()) {
       if (isNpu(v.toTensor())) v = prepare(st, v.toTensor(), is_write);
     } else if (v.isTensorList()) {
