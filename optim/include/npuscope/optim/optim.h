@@ -1,6 +1,12 @@
-// npuscope_optim: combined (flattened) tensors, multi-tensor ops and the eight fused optimizers.
-// Filled by the optimizers issue; this header names the component.
+// npuscope_optim: combined (flattened) tensors, multi-tensor ops, the eight fused optimizers and
+// fp32 master weights. Include this for everything, or the narrower headers it lists.
 #pragma once
+
+#include "npuscope/optim/combined_tensor.h"
+#include "npuscope/optim/fused_optimizer.h"
+#include "npuscope/optim/fused_optimizers.h"
+#include "npuscope/optim/multi_tensor.h"
+
 namespace npuscope::optim {
 const char* componentName();
 }
