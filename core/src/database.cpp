@@ -26,6 +26,9 @@ bool fileSize(const std::string& path, long long* size) {
 
 std::string sqliteError(sqlite3* db) { return db ? sqlite3_errmsg(db) : "out of memory"; }
 
+
+}  // namespace
+
 StatusOr<int64_t> queryInt(sqlite3* db, const std::string& sql) {
   ASSIGN_OR_RETURN(ScopedStmt st, prepare(db, sql));
   const int rc = sqlite3_step(st.get());
@@ -33,8 +36,6 @@ StatusOr<int64_t> queryInt(sqlite3* db, const std::string& sql) {
   if (rc == SQLITE_DONE) return int64_t{0};
   return ioError(sqliteError(db));
 }
-
-}  // namespace
 
 int currentSchemaVersion() { return kMigrations[sizeof(kMigrations) / sizeof(kMigrations[0]) - 1].version; }
 

@@ -1,5 +1,6 @@
 #include "npuscope/core/trace_writer.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "npuscope/core/clock.h"
@@ -39,6 +40,9 @@ void bindText(sqlite3_stmt* st, int col, const std::string& s) {
 
 StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::open(const std::string& path, Options options) {
   ASSIGN_OR_RETURN(ScopedDb db, openTraceDatabase(path, OpenMode::kReadWrite));
+  // The indexes of a long run outgrow SQLite's default 2 MB page cache; 64 MB keeps their hot
+  // right-hand pages in memory.
+  RETURN_IF_ERROR(execSql(db.get(), "PRAGMA cache_size=-65536"));
   std::unique_ptr<TraceWriter> w(new TraceWriter(std::move(db), options));
   RETURN_IF_ERROR(w->prepareStatements());
   w->thread_ = std::thread([p = w.get()] { p->run(); });
@@ -103,8 +107,21 @@ bool TraceWriter::submit(std::unique_ptr<OpBuffer>& buffer) {
   if (!buffer || buffer->size == 0) return true;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // A partial buffer (a step boundary's flush) joins the newest queued buffer when it fits,
+    // even past step or memory records queued after that one: it is then written in the same
+    // or an earlier transaction, never later. So many short steps take the queue room of their
+    // records, not a buffer each.
+    if (open_tail_ && open_tail_->size + buffer->size <= OpBuffer::kCapacity) {
+      std::copy(buffer->records, buffer->records + buffer->size, open_tail_->records + open_tail_->size);
+      open_tail_->size += buffer->size;
+      pending_records_ += buffer->size;
+      buffer->size = 0;
+      return true;  // the caller keeps its (now empty) buffer; the writer is already due to wake
+    }
     if (queued_buffers_ < options_.max_queued_buffers) {
       ++queued_buffers_;
+      pending_records_ += buffer->size;
+      open_tail_ = buffer.get();
       queue_.push_back(std::move(buffer));
       ++enqueued_seq_;
       buffer = nullptr;
@@ -118,6 +135,14 @@ bool TraceWriter::submit(std::unique_ptr<OpBuffer>& buffer) {
   cv_.notify_one();
   buffer = takeBuffer();
   return true;
+}
+
+int64_t TraceWriter::waitForBacklog(size_t max_records) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (pending_records_ <= max_records || !error_.isOk()) return 0;
+  const int64_t t0 = nowNs();
+  done_cv_.wait(lock, [&] { return pending_records_ <= max_records || !error_.isOk() || stop_; });
+  return nowNs() - t0;
 }
 
 std::unique_ptr<OpBuffer> TraceWriter::takeBuffer() {
@@ -184,7 +209,7 @@ Status TraceWriter::writeOps(const OpBuffer& b) {
   sqlite3_stmt* st = insert_op_.get();
   for (size_t i = 0; i < b.size; ++i) {
     const OpRecord& r = b.records[i];
-    sqlite3_bind_int64(st, 1, r.id);
+    sqlite3_bind_int64(st, 1, r.id + id_offset_);
     sqlite3_bind_int64(st, 2, run);
     bindOptionalInt(st, 3, r.step, -1);
     fileId(r.name_id, st, 4);
@@ -192,7 +217,7 @@ Status TraceWriter::writeOps(const OpBuffer& b) {
     sqlite3_bind_int64(st, 6, r.dur_ns);
     sqlite3_bind_int64(st, 7, static_cast<int64_t>(r.thread_id));
     sqlite3_bind_int(st, 8, r.depth);
-    bindOptionalInt(st, 9, r.parent_id, -1);
+    bindOptionalInt(st, 9, r.parent_id < 0 ? -1 : r.parent_id + id_offset_, -1);
     bindOptionalInt(st, 10, r.seq_nr, -1);
     sqlite3_bind_int(st, 11, r.is_backward);
     fileId(r.shapes_id, st, 12);
@@ -259,6 +284,9 @@ Status TraceWriter::write(Item& item) {
     bindText(st, 8, b->info.config_json);
     RETURN_IF_ERROR(stepStatement(db, st));
     run_id_.store(sqlite3_last_insert_rowid(db));
+    // Producers number ops from 1 in every process; a run added to a file that already holds
+    // ops continues after them, so op ids (and parents) stay unique across the file's runs.
+    ASSIGN_OR_RETURN(id_offset_, queryInt(db, "SELECT coalesce(max(id), 0) FROM op_events"));
     dropped_.store(0);
     return Status::ok();
   }
@@ -310,12 +338,15 @@ void TraceWriter::run() {
       cv_.wait_until(lock, deadline, [&] { return stop_ || !queue_.empty(); });
       batch.swap(queue_);
       queued_buffers_ = 0;
+      open_tail_ = nullptr;
       seq = enqueued_seq_;
       stopping = stop_;
     }
     Status s = error();
     bool command = false;
+    size_t batch_records = 0;
     for (Item& item : batch) {
+      if (auto* buf = std::get_if<std::unique_ptr<OpBuffer>>(&item)) batch_records += (*buf)->size;
       command |= std::holds_alternative<BeginCmd>(item) || std::holds_alternative<EndCmd>(item) ||
                  std::holds_alternative<FlushCmd>(item);
       if (!s.isOk()) continue;
@@ -339,6 +370,7 @@ void TraceWriter::run() {
       }
       if (!s.isOk() && error_.isOk()) error_ = s;
       if (!in_txn_) committed_seq_ = seq;
+      pending_records_ -= batch_records;
     }
     done_cv_.notify_all();
     if (stopping) {

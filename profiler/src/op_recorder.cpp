@@ -336,12 +336,19 @@ void start(TraceWriter* writer, bool record_shapes, bool record_memory) {
 }
 
 void setMode(bool callbacks_on, bool keep) {
+  ensureCallback();
   g_keep.store(keep);
   if (callbacks_on) {
     at::reenableCallback(g_handle);
   } else {
     at::disableCallback(g_handle);
   }
+}
+
+void removeCallbacksForBaseline() {
+  if (g_handle == 0) return;
+  at::removeCallback(g_handle);
+  g_handle = 0;
 }
 
 void setStep(int64_t step) { g_step.store(step); }

@@ -14,6 +14,9 @@ void start(TraceWriter* writer, bool record_shapes, bool record_memory);
 // Whether ops are kept (warmup: callbacks run, records discarded) and whether callbacks run.
 void setMode(bool callbacks_on, bool keep);
 void setStep(int64_t step);
+// Benchmarks only: takes the callbacks out of libtorch altogether (the "no profiler" baseline);
+// the next setMode() registers them again.
+void removeCallbacksForBaseline();
 // Disables the callbacks and hands every thread's remaining records to the writer.
 void stop();
 // Hands every thread's partial buffers to the writer (at step boundaries, so a step's records

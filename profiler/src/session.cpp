@@ -66,6 +66,7 @@ struct RecordingSession::Impl {
   int64_t run_id = -1;
   int64_t step = 0;
   int64_t step_start_ns = 0;
+  int64_t throttled_ns = 0;
   bool stopped = false;
 };
 
@@ -120,6 +121,7 @@ void RecordingSession::step(const StepMetrics& m) {
     r.grad_norm = m.grad_norm;
     s.writer->addStep(r);
     recorder::flushAll();
+    if (s.options.max_backlog_records > 0) s.throttled_ns += s.writer->waitForBacklog(s.options.max_backlog_records);
   }
   ++s.step;
   s.step_start_ns = nowNs();
@@ -154,6 +156,7 @@ Status RecordingSession::stop(const std::string& status, const std::string& resu
 int64_t RecordingSession::runId() const { return impl_->run_id; }
 int64_t RecordingSession::currentStep() const { return impl_->step; }
 uint64_t RecordingSession::recordedOps() const { return recorder::recordedOps(); }
+int64_t RecordingSession::throttledNs() const { return impl_->throttled_ns; }
 uint64_t RecordingSession::droppedRecords() const { return impl_->writer ? impl_->writer->droppedRecords() : 0; }
 
 UserScope::UserScope(const char* name) : guard_(nullptr) {

@@ -168,5 +168,52 @@ TEST(TraceWriter, ManyRunsInOneFile) {
   EXPECT_EQ(scalar(p, "SELECT id FROM runs WHERE status='failed'"), 2);
 }
 
+// Every process numbers its ops from 1: a second run in the same file must not collide with the
+// first one's ids, and its parents must point at its own ops.
+TEST(TraceWriter, RunsFromFreshProcessesKeepTheirOpsApart) {
+  const std::string p = tempPath("ids.db");
+  const uint32_t name = StringTable::global().intern("aten::linear");
+  for (int run = 0; run < 2; ++run) {
+    auto w = TraceWriter::open(p);
+    ASSERT_TRUE(w.isOk());
+    ASSERT_TRUE((*w)->beginRun(info()).isOk());
+    auto buf = (*w)->takeBuffer();
+    buf->records[buf->size++] = OpRecord{1, -1, 0, 10, -1, -1, -1, 1, 0, name};
+    buf->records[buf->size++] = OpRecord{2, 1, 1, 5, -1, -1, -1, 1, 0, name};
+    buf->records[buf->size++] = OpRecord{3, 2, 2, 1, -1, -1, -1, 1, 0, name};
+    ASSERT_TRUE((*w)->submit(buf));
+    ASSERT_TRUE((*w)->endRun("completed").isOk());
+    ASSERT_TRUE((*w)->error().isOk()) << (*w)->error().message();
+  }
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM op_events"), 6);
+  EXPECT_EQ(scalar(p, "SELECT count(DISTINCT id) FROM op_events"), 6);
+  // Each run's children point at parents of the same run, which started before them.
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM op_events c JOIN op_events p ON p.id = c.parent_id"
+                      " WHERE p.run_id = c.run_id AND p.start_ns = c.start_ns - 1"), 4);
+}
+
+// Step boundaries hand over partial buffers; they share queue room instead of taking a buffer
+// slot each, so a thousand short steps fit in a queue of two buffers.
+TEST(TraceWriter, PartialBuffersShareTheQueue) {
+  const std::string p = tempPath("partial.db");
+  const uint32_t name = StringTable::global().intern("aten::relu");
+  {
+    auto w = TraceWriter::open(p, TraceWriter::Options{60000, 2});
+    ASSERT_TRUE(w.isOk());
+    ASSERT_TRUE((*w)->beginRun(info()).isOk());
+    auto buf = (*w)->takeBuffer();
+    int64_t id = 0;
+    for (int step = 0; step < 1000; ++step) {
+      for (int i = 0; i < 3; ++i) buf->records[buf->size++] = OpRecord{++id, -1, id, 1, -1, -1, -1, 1, step, name};
+      (*w)->submit(buf);
+      ASSERT_TRUE(buf != nullptr);
+    }
+    EXPECT_EQ((*w)->droppedRecords(), 0u);
+    ASSERT_TRUE((*w)->endRun("completed").isOk());
+  }
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM op_events"), 3000);
+  EXPECT_EQ(scalar(p, "SELECT count(DISTINCT step) FROM op_events"), 1000);
+}
+
 }  // namespace
 }  // namespace npuscope

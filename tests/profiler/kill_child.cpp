@@ -17,12 +17,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   torch::manual_seed(0);
-  torch::nn::Sequential model(torch::nn::Linear(32, 64), torch::nn::ReLU(), torch::nn::Linear(64, 4));
+  // A training step of realistic weight (a few ms, like a small real model's), so the test is
+  // about crash safety, not about outrunning the writer on a loaded machine.
+  torch::nn::Sequential model(torch::nn::Linear(256, 512), torch::nn::ReLU(), torch::nn::Linear(512, 10));
   model->to(npuscope::npu::device(0));
   torch::optim::SGD opt(model->parameters(), 0.01);
   uint64_t before = 0;
   for (int64_t step = 0;; ++step) {
-    at::Tensor x = at::randn({32, 32}).to(npuscope::npu::device(0));
+    at::Tensor x = at::randn({64, 256}).to(npuscope::npu::device(0));
     opt.zero_grad();
     auto loss = model->forward(x).pow(2).mean();
     loss.backward();

@@ -72,6 +72,12 @@ TEST(KillTest, CommittedStepsSurviveSigkill) {
     ASSERT_EQ(sqlite3_step(integrity->get()), SQLITE_ROW);
     EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(integrity->get(), 0)), "ok") << "round " << round;
 
+    // The child makes ops faster than SQLite takes them: step() throttles instead of dropping.
+    auto dropped = prepare(db->get(), "SELECT dropped_records FROM runs WHERE id = 1");
+    ASSERT_TRUE(dropped.isOk());
+    ASSERT_EQ(sqlite3_step(dropped->get()), SQLITE_ROW);
+    EXPECT_EQ(sqlite3_column_int64(dropped->get(), 0), 0) << "round " << round;
+
     auto ops = prepare(db->get(), "SELECT count(*) FROM op_events WHERE run_id = 1 AND step = ?");
     auto steps = prepare(db->get(), "SELECT count(*) FROM steps WHERE run_id = 1 AND step = ?");
     ASSERT_TRUE(ops.isOk() && steps.isOk());

@@ -24,5 +24,7 @@ StatusOr<ScopedDb> openTraceDatabase(const std::string& path, OpenMode mode);
 Status execSql(sqlite3* db, const std::string& sql);
 // Prepares one statement.
 StatusOr<ScopedStmt> prepare(sqlite3* db, const std::string& sql);
+// The first column of the first row of `sql` as an integer (0 when there is no row).
+StatusOr<int64_t> queryInt(sqlite3* db, const std::string& sql);
 
 }  // namespace npuscope

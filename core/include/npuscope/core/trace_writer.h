@@ -45,6 +45,10 @@ class TraceWriter {
   // Producer side. Never blocks on SQLite. A buffer that does not fit in the queue is counted
   // as dropped and comes back to the caller empty (return false).
   bool submit(std::unique_ptr<OpBuffer>& buffer);
+  // Waits while more than `max_records` op records are queued or being written (never called
+  // on an op thread: a step boundary may, to bound how far the file lags behind the run).
+  // Returns the nanoseconds it waited.
+  int64_t waitForBacklog(size_t max_records);
   // An empty buffer, recycled when possible (no allocation in steady state).
   std::unique_ptr<OpBuffer> takeBuffer();
   void addStep(const StepRecord& r);
@@ -93,6 +97,8 @@ class TraceWriter {
   std::condition_variable cv_, done_cv_;
   std::deque<Item> queue_;
   size_t queued_buffers_ = 0;
+  size_t pending_records_ = 0;     // op records queued or being written
+  OpBuffer* open_tail_ = nullptr;  // the newest queued buffer, which partial buffers may join
   uint64_t enqueued_seq_ = 0, committed_seq_ = 0;
   bool stop_ = false;
   Status error_;
@@ -104,6 +110,7 @@ class TraceWriter {
   uint32_t strings_written_ = 0;  // writer thread only: process strings already in the file
   std::vector<int64_t> string_ids_;  // writer thread only: process string id - 1 -> file id
   bool in_txn_ = false;           // writer thread only
+  int64_t id_offset_ = 0;         // writer thread only: added to the run's op ids (see BeginCmd)
   std::thread thread_;
 };
 

@@ -44,6 +44,11 @@ struct SessionOptions {
   Schedule schedule;
   bool record_shapes = true;
   bool record_memory = true;
+  // step() waits while more op records than this await the writer, so the file never lags the
+  // run by more than a fraction of a second (the kill-safety promise) even when ops come faster
+  // than SQLite takes them. The wait is counted (throttledNs). 0: never wait; records beyond
+  // the writer's queue are then dropped and counted.
+  size_t max_backlog_records = 1 << 16;
 };
 
 // What the training loop knows about a finished step.
@@ -75,6 +80,8 @@ class RecordingSession {
   int64_t currentStep() const;
   uint64_t recordedOps() const;
   uint64_t droppedRecords() const;
+  // Time step() spent waiting for the writer (see SessionOptions::max_backlog_records).
+  int64_t throttledNs() const;
   static RecordingSession* active();
 
  private:

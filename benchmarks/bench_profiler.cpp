@@ -1,0 +1,290 @@
+// bench_profiler: what recording costs, and how fast the trace store writes and reads.
+// Run with --benchmark_format=json; each target is a user counter measured in this run:
+//   added_ns_per_op                   add_ on 16 floats on npu, recording on minus no profiler  <= 500
+//   ratio_off_vs_none                 the same op, callbacks registered but off / no profiler  <= 1.02
+//   ratio_cnn_step_recording_vs_none  a training step of the test CNN, recording / none        <= 1.05
+//   writer_rows_per_s                 sustained op rows into SQLite by the TraceWriter          >= 1e6
+//   report_seconds_10m_ops            the op table over a generated 10M-op file                <= 2
+// "No profiler" means the callbacks are not registered with libtorch at all; the blocks of the
+// two variants alternate (ratio.h), so the ratios hold even on a busy machine.
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <unistd.h>
+
+#include "ratio.h"
+#include "npuscope/core/clock.h"
+#include "npuscope/core/string_table.h"
+#include "npuscope/core/trace_reader.h"
+#include "npuscope/core/trace_writer.h"
+#include "npuscope/device/npu.h"
+#include "npuscope/profiler/session.h"
+#include "src/op_recorder.h"
+#include "workloads/models.h"
+
+namespace npuscope {
+namespace {
+
+using bench::RatioResult;
+namespace prof = profiler;
+
+std::string tempPath(const std::string& name) {
+  const char* dir = std::getenv("TMPDIR");
+  std::string path = std::string(dir ? dir : "/tmp") + "/npuscope_bench_" + std::to_string(getpid()) + "_" + name;
+  for (const char* s : {"", "-wal", "-shm"}) std::remove((path + s).c_str());
+  return path;
+}
+
+void removeFile(const std::string& path) {
+  for (const char* s : {"", "-wal", "-shm"}) std::remove((path + s).c_str());
+}
+
+// Blocks of `a` (after `setup_a`) and `b` (after `setup_b`) alternate; setups are not timed.
+RatioResult alternate(benchmark::State& state, const std::function<void()>& setup_a, const std::function<void()>& a,
+                      const std::function<void()>& setup_b, const std::function<void()>& b, int reps) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> ta, tb;
+  for (int i = 0; i < 2; ++i) {
+    setup_a();
+    a();
+    setup_b();
+    b();
+  }
+  for (auto _ : state) {
+    setup_a();
+    auto t0 = Clock::now();
+    for (int i = 0; i < reps; ++i) a();
+    auto t1 = Clock::now();
+    setup_b();
+    auto t2 = Clock::now();
+    for (int i = 0; i < reps; ++i) b();
+    auto t3 = Clock::now();
+    ta.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / reps);
+    tb.push_back(std::chrono::duration<double, std::nano>(t3 - t2).count() / reps);
+  }
+  return {bench::medianOf(ta), bench::medianOf(tb)};
+}
+
+// A session into a scratch file, for the length of one benchmark.
+struct ScratchSession {
+  std::string path;
+  std::unique_ptr<prof::RecordingSession> session;
+  explicit ScratchSession(const std::string& name) : path(tempPath(name)) {
+    prof::SessionOptions o;
+    o.path = path;
+    o.run.command = "bench_profiler";
+    auto s = prof::RecordingSession::start(o);
+    if (!s.isOk()) {
+      std::fprintf(stderr, "bench_profiler: %s\n", s.status().message().c_str());
+      std::exit(1);
+    }
+    session = std::move(*s);
+  }
+  ~ScratchSession() {
+    (void)session->stop();
+    session.reset();
+    removeFile(path);
+  }
+};
+
+void recordingOn() { prof::recorder::setMode(true, true); }
+void recordingOff() { prof::recorder::setMode(false, false); }
+void noProfiler() { prof::recorder::removeCallbacksForBaseline(); }
+
+void BM_SmallOpRecording(benchmark::State& state) {
+  at::Tensor a = at::ones({16}).to(npu::device(0));
+  at::Tensor b = at::ones({16}).to(npu::device(0));
+  ScratchSession s("small_op.db");
+  auto op = [&] { a.add_(b, 1e-9); };
+  const RatioResult r = alternate(state, recordingOn, op, noProfiler, op, 2000);
+  state.counters["added_ns_per_op"] = r.a_ns - r.b_ns;
+  state.counters["recording_ns_per_op"] = r.a_ns;
+  state.counters["none_ns_per_op"] = r.b_ns;
+  state.counters["dropped_records"] = static_cast<double>(s.session->droppedRecords());
+}
+BENCHMARK(BM_SmallOpRecording)->Iterations(200)->Unit(benchmark::kMillisecond);
+
+void BM_SmallOpOff(benchmark::State& state) {
+  at::Tensor a = at::ones({16}).to(npu::device(0));
+  at::Tensor b = at::ones({16}).to(npu::device(0));
+  ScratchSession s("off.db");
+  auto op = [&] { a.add_(b, 1e-9); };
+  const RatioResult r = alternate(state, recordingOff, op, noProfiler, op, 2000);
+  bench::reportRatio(state, "ratio_off_vs_none", r, "off", "none");
+}
+BENCHMARK(BM_SmallOpOff)->Iterations(200)->Unit(benchmark::kMillisecond);
+
+void BM_CnnStepRecording(benchmark::State& state) {
+  torch::manual_seed(0);
+  auto model = workloads::makeModel("cnn");
+  if (!model.isOk()) {
+    state.SkipWithError(model.status().message().c_str());
+    return;
+  }
+  std::shared_ptr<workloads::Model> net = *model;
+  net->to(npu::device(0));
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  const at::Tensor x = at::randn({64, 1, 28, 28}).to(npu::device(0));
+  const at::Tensor y = at::randint(0, 10, {64}, at::kLong).to(npu::device(0));
+  ScratchSession s("cnn.db");
+  auto train = [&] {
+    opt.zero_grad();
+    at::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+    loss.backward();
+    opt.step();
+    return loss;
+  };
+  auto recorded = [&] {
+    at::Tensor loss = train();
+    s.session->step(prof::StepMetrics{loss.item<double>()});
+  };
+  auto plain = [&] { (void)train().item<double>(); };
+  const RatioResult r = alternate(state, recordingOn, recorded, noProfiler, plain, 3);
+  bench::reportRatio(state, "ratio_cnn_step_recording_vs_none", r, "recording", "none");
+}
+BENCHMARK(BM_CnnStepRecording)->Iterations(40)->Unit(benchmark::kMillisecond);
+
+// Op records shaped like a training step's: a top-level op with three children, the middle one
+// with two of its own, on two threads; 40 names and 100 shape lists.
+struct SyntheticOps {
+  std::vector<uint32_t> names, shapes;
+  int64_t next_id = 1, t = 1000;
+  SyntheticOps() {
+    for (int i = 0; i < 40; ++i) names.push_back(StringTable::global().intern("aten::bench_op_" + std::to_string(i)));
+    for (int i = 0; i < 100; ++i) {
+      shapes.push_back(StringTable::global().intern("[[" + std::to_string(i + 1) + ", 64], [64, 64]]"));
+    }
+  }
+  OpRecord make(int64_t parent, int64_t start, int64_t dur, uint64_t thread, int depth, bool leaf) {
+    OpRecord r;
+    r.id = next_id++;
+    r.parent_id = parent;
+    r.start_ns = start;
+    r.dur_ns = dur;
+    r.thread_id = thread;
+    r.depth = static_cast<int16_t>(depth);
+    r.step = static_cast<int32_t>(r.id / 20000);
+    r.name_id = names[static_cast<size_t>(r.id * 7919) % names.size()];
+    r.shapes_id = shapes[static_cast<size_t>(r.id * 104729) % shapes.size()];
+    r.seq_nr = depth == 0 ? r.id : -1;
+    r.is_backward = thread == 2;
+    if (leaf) {
+      r.device = 0;
+      r.device_start_ns = start;
+      r.device_dur_ns = dur / 2;
+    }
+    return r;
+  }
+  // Appends one tree (6 ops) per thread to `out`.
+  void trees(std::vector<OpRecord>& out) {
+    for (uint64_t thread = 1; thread <= 2; ++thread) {
+      const OpRecord top = make(-1, t, 1000, thread, 0, false);
+      out.push_back(top);
+      for (int c = 0; c < 3; ++c) {
+        const int64_t start = t + 10 + c * 300;
+        const OpRecord child = make(top.id, start, 250, thread, 1, c != 1);
+        out.push_back(child);
+        if (c == 1) {
+          for (int g = 0; g < 2; ++g) out.push_back(make(child.id, start + 5 + g * 100, 90, thread, 2, true));
+        }
+      }
+      t += 1100;
+    }
+  }
+};
+
+// Writes `rows` synthetic ops into `path` through a TraceWriter; returns the seconds from the
+// first buffer handed over to the last row committed.
+double writeSynthetic(const std::string& path, int64_t rows) {
+  TraceWriter::Options options;
+  options.max_queued_buffers = static_cast<size_t>(rows / OpBuffer::kCapacity + 2);
+  auto w = TraceWriter::open(path, options);
+  if (!w.isOk()) {
+    std::fprintf(stderr, "bench_profiler: %s\n", w.status().message().c_str());
+    std::exit(1);
+  }
+  RunInfo info;
+  info.command = "bench_profiler synthetic";
+  if (!(*w)->beginRun(info).isOk()) std::exit(1);
+  SyntheticOps gen;
+  std::vector<OpRecord> recs;
+  recs.reserve(static_cast<size_t>(rows) + 16);
+  while (static_cast<int64_t>(recs.size()) < rows) gen.trees(recs);
+  recs.resize(static_cast<size_t>(rows));
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<OpBuffer> buf = (*w)->takeBuffer();
+  for (const OpRecord& r : recs) {
+    buf->records[buf->size++] = r;
+    if (buf->full()) (*w)->submit(buf);
+  }
+  (*w)->submit(buf);
+  if (!(*w)->flush().isOk()) std::exit(1);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if ((*w)->droppedRecords() != 0) std::fprintf(stderr, "bench_profiler: the writer dropped records\n");
+  (void)(*w)->endRun("completed");
+  return s;
+}
+
+void BM_WriterRows(benchmark::State& state) {
+  const int64_t rows = 2'000'000;
+  std::vector<double> rates;
+  for (auto _ : state) {
+    const std::string path = tempPath("writer.db");
+    rates.push_back(static_cast<double>(rows) / writeSynthetic(path, rows));
+    removeFile(path);
+  }
+  state.counters["writer_rows_per_s"] = bench::medianOf(rates);
+}
+BENCHMARK(BM_WriterRows)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+// The 10M-op file is generated once per machine (NPUSCOPE_BENCH_10M names it; default in /tmp)
+// and reused while it holds 10M ops of run 1.
+void BM_Report10MOps(benchmark::State& state) {
+  const int64_t ops = 10'000'000;
+  const char* env = std::getenv("NPUSCOPE_BENCH_10M");
+  const std::string path = env ? env : "/tmp/npuscope_bench_10m_ops.db";
+  bool ready = false;
+  if (auto r = TraceReader::open(path); r.isOk()) {
+    if (auto runs = (*r)->runs(); runs.isOk() && runs->size() == 1) {
+      OpAggregateQuery q;
+      q.run_id = runs->front().id;
+      q.top_n = 1;
+      auto t = (*r)->opAggregates(q);
+      ready = t.isOk() && t->op_count == ops;
+    }
+  }
+  if (!ready) {
+    removeFile(path);
+    const double s = writeSynthetic(path, ops);
+    std::fprintf(stderr, "bench_profiler: generated %s (%lld ops) in %.1f s\n", path.c_str(),
+                 static_cast<long long>(ops), s);
+  }
+  auto reader = TraceReader::open(path);
+  if (!reader.isOk()) {
+    state.SkipWithError(reader.status().message().c_str());
+    return;
+  }
+  auto run = (*reader)->latestRun();
+  std::vector<double> secs;
+  for (auto _ : state) {
+    OpAggregateQuery q;
+    q.run_id = run->id;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto table = (*reader)->opAggregates(q);
+    secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (!table.isOk() || table->op_count != ops) {
+      state.SkipWithError("the op table did not cover the 10M ops");
+      return;
+    }
+  }
+  state.counters["report_seconds_10m_ops"] = bench::medianOf(secs);
+}
+BENCHMARK(BM_Report10MOps)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace npuscope
+
+BENCHMARK_MAIN();

@@ -1,0 +1,291 @@
+// The reader of npuscope trace files: every question the CLI, the GUI and the exporters ask of a
+// trace store goes through this class, so no front end owns SQL. A reader opens the file
+// read-only and may do so while a TraceWriter (in this or another process) is still writing it:
+// WAL mode lets each query see the last committed state; multi-query operations (an aggregate,
+// an export) read one consistent snapshot.
+//
+// Conventions: times are int64 nanoseconds of the recording's monotonic clock (the same clock as
+// the file's *_ns columns); integer fields documented as "-1: none" mirror NULL in the file.
+// Every query is a prepared statement; the big ones are written for files of 10M+ ops.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "npuscope/core/sqlite_handles.h"
+#include "npuscope/core/status.h"
+
+namespace npuscope {
+
+// A half-open time interval [begin_ns, end_ns). The default covers all time.
+struct TimeWindow {
+  int64_t begin_ns = std::numeric_limits<int64_t>::min();
+  int64_t end_ns = std::numeric_limits<int64_t>::max();
+  bool bounded() const {
+    return begin_ns != std::numeric_limits<int64_t>::min() || end_ns != std::numeric_limits<int64_t>::max();
+  }
+  bool contains(int64_t t) const { return t >= begin_ns && t < end_ns; }
+};
+
+// An inclusive step range [first, last]. Ops outside every step (step NULL) never match one.
+struct StepRange {
+  int64_t first = std::numeric_limits<int64_t>::min();
+  int64_t last = std::numeric_limits<int64_t>::max();
+};
+
+// One row of `runs` (docs/schema.md); NULL text reads as "".
+struct RunRow {
+  int64_t id = 0;
+  int64_t started_ns = 0;
+  std::optional<int64_t> ended_ns;  // none while running, or when the run was killed
+  int64_t wall_start_ns = 0;        // Unix ns of started_ns
+  std::string status;               // running | completed | failed
+  std::string command, model, opt_level, optimizer, device, config_json, results_json;
+  int64_t dropped_records = 0;
+};
+
+// One thread of a run, with what a timeline needs to label and order its track.
+struct ThreadSummary {
+  int64_t thread_id = 0;
+  int64_t op_count = 0;
+  int64_t backward_op_count = 0;  // ops with is_backward = 1
+  int64_t first_start_ns = 0;
+  int64_t last_end_ns = 0;        // max(start_ns + dur_ns)
+  bool holdsBackward() const { return backward_op_count > 0; }
+};
+
+// One op as a timeline draws it. Strings are views into the reader's string cache and stay
+// valid as long as the reader lives.
+struct OpSlice {
+  int64_t id = 0;
+  int64_t parent_id = -1;        // -1: top level
+  int64_t start_ns = 0;
+  int64_t dur_ns = 0;
+  int64_t thread_id = 0;
+  int64_t step = -1;             // -1: outside any step
+  int64_t seq_nr = -1;           // autograd sequence number, -1: none
+  int64_t device_start_ns = -1;  // modeled stream start, -1: not modeled
+  int64_t device_dur_ns = -1;    // modeled device duration, -1: not modeled
+  int32_t depth = 0;
+  int32_t device = -1;           // npu index, -1: host-only op
+  bool is_backward = false;
+  std::string_view name;
+  std::string_view input_shapes;  // "[[2, 3], []]" as the profiler wrote it; empty: not recorded
+  std::string_view input_dtypes;  // "float, Scalar"; empty: not recorded
+};
+
+// Which ops a timeline query returns: those of one thread that overlap `window` (ops that began
+// before the window and still run in it come first, outermost first), then in start order.
+struct TimelineQuery {
+  int64_t run_id = 0;
+  int64_t thread_id = 0;
+  TimeWindow window;
+  int64_t min_dur_ns = 0;  // level of detail: skip shorter ops (the enclosing ops of the window start are always kept)
+  size_t limit = 0;        // 0: no limit
+};
+
+enum class OpGroupBy { kName, kNameAndShapes };
+enum class OpSortKey { kSelfTime, kTotalTime, kCount, kAvgTime, kName, kDeviceTime };
+
+// A key_averages-style op table. Ops are selected by their start: start_ns in `window` and, if
+// given, step in `steps`. An op's self time is its duration minus the durations of its direct
+// children (ops whose parent_id is its id, wherever they start; children carry their parent's
+// step).
+struct OpAggregateQuery {
+  int64_t run_id = 0;
+  TimeWindow window;
+  std::optional<StepRange> steps;
+  OpGroupBy group_by = OpGroupBy::kName;
+  OpSortKey sort = OpSortKey::kSelfTime;
+  bool descending = true;  // kName sorts ascending when this is false
+  size_t top_n = 0;        // 0: every group
+};
+
+struct OpAggregate {
+  std::string name;
+  std::string input_shapes;  // only with OpGroupBy::kNameAndShapes ("" when not recorded)
+  int64_t calls = 0;
+  int64_t total_ns = 0;      // sum of dur_ns
+  int64_t self_ns = 0;       // sum of dur_ns minus direct children's dur_ns
+  int64_t min_ns = 0;        // shortest call (dur_ns)
+  int64_t max_ns = 0;        // longest call
+  double avg_ns = 0;         // total_ns / calls
+  double self_pct = 0;       // 100 * self_ns / table.self_sum_ns
+  double total_pct = 0;      // 100 * total_ns / table.self_sum_ns (PyTorch's "CPU total %")
+  int64_t device_ns = 0;     // sum of device_dur_ns (modeled)
+  int64_t device_calls = 0;  // calls with a modeled device duration
+};
+
+struct OpAggregateTable {
+  std::vector<OpAggregate> rows;  // sorted, at most top_n
+  int64_t op_count = 0;           // ops selected
+  int64_t group_count = 0;        // groups before top_n
+  int64_t self_sum_ns = 0;        // sum of self time of every selected op: the 100 % of both percentages
+  int64_t total_device_ns = 0;
+};
+
+// One row of `steps`.
+struct StepRow {
+  int64_t step = 0;
+  int64_t start_ns = 0;
+  int64_t dur_ns = 0;
+  std::optional<double> loss, loss_scale, lr, grad_norm;
+  bool overflow = false;
+  bool skipped = false;
+};
+
+struct OverflowEventRow {
+  int64_t id = 0;
+  int64_t step = -1;  // -1: none
+  int64_t ts_ns = 0;
+  std::string source, op_name, detail;
+};
+
+struct MemorySample {
+  int64_t ts_ns = 0;
+  int32_t device = 0;
+  int64_t allocated = 0;
+  int64_t reserved = 0;
+};
+
+struct MemoryQuery {
+  int64_t run_id = 0;
+  std::optional<int32_t> device;  // none: every device
+  TimeWindow window;
+  // 0: every sample. Otherwise at most about max_points samples per device: the window is cut
+  // into max_points equal buckets and each bucket keeps its sample of highest allocated memory
+  // (peaks survive downsampling) with the bucket's highest reserved value.
+  size_t max_points = 0;
+};
+
+// A tensor dump without its payload.
+struct TensorDumpInfo {
+  int64_t id = 0;
+  int64_t step = -1;   // -1: none
+  int64_t op_id = -1;  // -1: none
+  std::string op_name, op_type, io, dtype, shape, format;
+  int64_t idx = 0;
+  std::optional<double> min, max, mean, l2norm;
+  std::optional<int64_t> nan_count, inf_count;
+  int64_t data_bytes = 0;  // stored size of `data` (0: statistics only)
+};
+
+struct TensorDumpData {
+  std::vector<uint8_t> bytes;  // as stored
+  bool zstd_frame = false;     // the bytes start with a zstd frame magic (the dumper compressed them)
+};
+
+class OpCursor;
+class MemoryCursor;
+
+class TraceReader {
+ public:
+  // Opens `path` read-only. Errors (missing, not npuscope, corrupt, newer schema) come from
+  // openTraceDatabase and name the file.
+  static StatusOr<std::unique_ptr<TraceReader>> open(const std::string& path);
+  ~TraceReader();
+  TraceReader(const TraceReader&) = delete;
+  TraceReader& operator=(const TraceReader&) = delete;
+
+  const std::string& path() const { return path_; }
+
+  // Runs, latest first (by wall-clock start).
+  StatusOr<std::vector<RunRow>> runs();
+  StatusOr<RunRow> run(int64_t run_id);
+  // The latest run; kNotFound when the file holds none.
+  StatusOr<RunRow> latestRun();
+
+  // The threads that hold ops of the run, by first op. One pass over the run's ops.
+  StatusOr<std::vector<ThreadSummary>> threads(int64_t run_id);
+
+  StatusOr<OpAggregateTable> opAggregates(const OpAggregateQuery& query);
+
+  StatusOr<std::vector<OpSlice>> timeline(const TimelineQuery& query);
+  // Streams the ops of one thread whose start lies in `window`, in start order; for exporters
+  // and anything else too big to hold in memory.
+  StatusOr<OpCursor> openOpCursor(int64_t run_id, int64_t thread_id, const TimeWindow& window);
+
+  StatusOr<std::vector<StepRow>> steps(int64_t run_id, const std::optional<StepRange>& range = std::nullopt);
+  StatusOr<std::vector<OverflowEventRow>> overflowEvents(int64_t run_id);
+
+  StatusOr<std::vector<MemorySample>> memory(const MemoryQuery& query);
+  // Streams memory samples of a run in time order.
+  StatusOr<MemoryCursor> openMemoryCursor(int64_t run_id, const TimeWindow& window);
+  // Earliest time stamp of the run's ops, steps and memory samples (and its started_ns).
+  StatusOr<int64_t> earliestTime(int64_t run_id);
+
+  StatusOr<std::vector<TensorDumpInfo>> tensorDumps(int64_t run_id);
+  StatusOr<TensorDumpData> tensorDumpData(int64_t dump_id);
+
+  // The text of an interned string id of this file ("" for unknown ids); the view lives as long
+  // as the reader. Reloads the strings table when a live file has grown new ones.
+  std::string_view stringValue(int64_t id);
+
+  // A read transaction: every query between begin and end sees one snapshot of a live file.
+  // Nesting is counted; only the outermost pair talks to SQLite.
+  Status beginSnapshot();
+  Status endSnapshot();
+
+  sqlite3* db() const { return db_.get(); }
+
+ private:
+  TraceReader(std::string path, ScopedDb db);
+  // How a run's ops are read in one pass (defined in trace_reader.cpp).
+  struct ScanPlan;
+  StatusOr<ScanPlan> scanPlan(int64_t run_id);
+  StatusOr<std::vector<int64_t>> threadIds(int64_t run_id);
+  StatusOr<sqlite3_stmt*> cached(const char* key, const std::string& sql);
+  Status loadStrings();
+
+  std::string path_;
+  ScopedDb db_;
+  std::unordered_map<std::string, ScopedStmt> statements_;
+  std::unordered_map<int64_t, std::string> strings_;
+  int64_t max_string_id_ = 0;
+  int snapshot_depth_ = 0;
+  std::unordered_map<int64_t, std::vector<ThreadSummary>> finished_run_threads_;  // cache for ended runs
+};
+
+// Forward-only stream of OpSlices over a prepared statement. Movable, not copyable.
+class OpCursor {
+ public:
+  OpCursor(OpCursor&&) = default;
+  OpCursor& operator=(OpCursor&&) = default;
+  // The next op, or false at the end (or on an error: see status()).
+  bool next(OpSlice* out);
+  const Status& status() const { return status_; }
+
+ private:
+  friend class TraceReader;
+  OpCursor(TraceReader* reader, ScopedStmt stmt) : reader_(reader), stmt_(std::move(stmt)) {}
+  TraceReader* reader_;
+  ScopedStmt stmt_;
+  Status status_;
+};
+
+class MemoryCursor {
+ public:
+  MemoryCursor(MemoryCursor&&) = default;
+  MemoryCursor& operator=(MemoryCursor&&) = default;
+  bool next(MemorySample* out);
+  const Status& status() const { return status_; }
+
+ private:
+  friend class TraceReader;
+  explicit MemoryCursor(ScopedStmt stmt) : stmt_(std::move(stmt)) {}
+  ScopedStmt stmt_;
+  Status status_;
+};
+
+// The strings of the CLI's op table for a sort key ("self", "total", "count", "avg", "name",
+// "device") and back; kInvalidArgument names the accepted keys.
+StatusOr<OpSortKey> parseOpSortKey(const std::string& text);
+const char* opSortKeyName(OpSortKey key);
+
+}  // namespace npuscope
