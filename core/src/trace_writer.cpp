@@ -1,5 +1,7 @@
 #include "npuscope/core/trace_writer.h"
 
+#include <zstd.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -73,6 +75,9 @@ Status TraceWriter::prepareStatements() {
       "INSERT INTO overflow_events(run_id, step, ts_ns, source, op_name, detail) VALUES (?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(insert_memory_, prepare(db,
       "INSERT INTO memory(run_id, ts_ns, device, allocated, reserved) VALUES (?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(insert_dump_, prepare(db,
+      "INSERT INTO tensor_dumps(run_id, step, op_id, op_name, op_type, io, idx, dtype, shape, format, min, max, mean,"
+      " l2norm, nan_count, inf_count, data) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(insert_string_, prepare(db,
       "INSERT INTO strings(value) VALUES (?) ON CONFLICT(value) DO UPDATE SET value=excluded.value RETURNING id"));
   ASSIGN_OR_RETURN(insert_run_, prepare(db,
@@ -164,6 +169,24 @@ void TraceWriter::addMemory(const MemoryRecord& r) { enqueue(r); }
 void TraceWriter::addMemory(std::vector<MemoryRecord>&& batch) {
   if (!batch.empty()) enqueue(std::move(batch));
 }
+void TraceWriter::addTensorDumps(std::vector<TensorDumpRecord>&& batch) {
+  if (batch.empty()) return;
+  size_t bytes = 0;
+  for (const auto& d : batch) bytes += d.data.size();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Bounded memory: wait for the writer, unless a single op alone exceeds the bound.
+    done_cv_.wait(lock, [&] {
+      return pending_dump_bytes_ == 0 || pending_dump_bytes_ + bytes <= options_.max_queued_dump_bytes ||
+             !error_.isOk() || stop_;
+    });
+    pending_dump_bytes_ += bytes;
+    queue_.push_back(std::move(batch));
+    ++enqueued_seq_;
+  }
+  cv_.notify_one();
+}
+
 Status TraceWriter::flush() { return enqueueAndWait(FlushCmd{}); }
 
 StatusOr<int64_t> TraceWriter::beginRun(const RunInfo& info) {
@@ -272,6 +295,11 @@ Status TraceWriter::write(Item& item) {
     for (const MemoryRecord& m : *batch) RETURN_IF_ERROR(writeMemory(m));
     return Status::ok();
   }
+  if (auto* dumps = std::get_if<std::vector<TensorDumpRecord>>(&item)) {
+    if (run < 0) return failedPrecondition("tensor dumps before beginRun");
+    for (const TensorDumpRecord& d : *dumps) RETURN_IF_ERROR(writeTensorDump(d));
+    return Status::ok();
+  }
   if (auto* b = std::get_if<BeginCmd>(&item)) {
     sqlite3_stmt* st = insert_run_.get();
     sqlite3_bind_int64(st, 1, b->info.started_ns);
@@ -312,6 +340,55 @@ Status TraceWriter::writeMemory(const MemoryRecord& m) {
   return stepStatement(db_.get(), st);
 }
 
+Status TraceWriter::writeTensorDump(const TensorDumpRecord& d) {
+  sqlite3_stmt* st = insert_dump_.get();
+  sqlite3_bind_int64(st, 1, run_id_.load());
+  bindOptionalInt(st, 2, d.step, -1);
+  bindOptionalInt(st, 3, d.op_id < 0 ? -1 : d.op_id + id_offset_, -1);
+  auto text = [&](int col, const std::string& s) {
+    sqlite3_bind_text(st, col, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+  };
+  text(4, d.op_name);
+  text(5, d.op_type);
+  text(6, d.io);
+  sqlite3_bind_int64(st, 7, d.idx);
+  text(8, d.dtype);
+  text(9, d.shape);
+  text(10, d.format);
+  if (d.has_stats) {
+    sqlite3_bind_double(st, 11, d.min);  // NaN binds as NULL (no non-NaN element)
+    sqlite3_bind_double(st, 12, d.max);
+    sqlite3_bind_double(st, 13, d.mean);
+    sqlite3_bind_double(st, 14, d.l2norm);
+    sqlite3_bind_int64(st, 15, d.nan_count);
+    sqlite3_bind_int64(st, 16, d.inf_count);
+  }
+  if (!d.data.empty()) {
+    // Compressed only when it saves space: a stored payload starting with the zstd magic is
+    // a frame, anything else is raw (raw fp payloads could start with the magic only if they
+    // did not compress, and then the frame check in the reader would misfire: guard it).
+    const bool raw_looks_like_frame = d.data.size() >= 4 && d.data[0] == 0x28 && d.data[1] == 0xB5 &&
+                                      d.data[2] == 0x2F && d.data[3] == 0xFD;
+    const size_t bound = ZSTD_compressBound(d.data.size());
+    if (zstd_buf_.size() < bound) zstd_buf_.resize(bound);
+    // Large payloads: a 64 KiB sample that saves under 10 % predicts the rest (dense float data
+    // barely compresses), and skipping it keeps the writer near disk speed.
+    constexpr size_t kSample = 64 << 10;
+    bool worth = true;
+    if (d.data.size() > 4 * kSample && !raw_looks_like_frame) {
+      const size_t m = ZSTD_compress(zstd_buf_.data(), bound, d.data.data(), kSample, 1);
+      worth = !ZSTD_isError(m) && m < kSample * 9 / 10;
+    }
+    const size_t n = worth ? ZSTD_compress(zstd_buf_.data(), bound, d.data.data(), d.data.size(), 1) : d.data.size();
+    if (worth && !ZSTD_isError(n) && (n < d.data.size() || raw_looks_like_frame)) {
+      sqlite3_bind_blob64(st, 17, zstd_buf_.data(), n, SQLITE_TRANSIENT);
+    } else {
+      sqlite3_bind_blob64(st, 17, d.data.data(), d.data.size(), SQLITE_TRANSIENT);
+    }
+  }
+  return stepStatement(db_.get(), st);
+}
+
 Status TraceWriter::commit() {
   if (!in_txn_) return Status::ok();
   const int64_t run = run_id_.load();
@@ -344,9 +421,12 @@ void TraceWriter::run() {
     }
     Status s = error();
     bool command = false;
-    size_t batch_records = 0;
+    size_t batch_records = 0, batch_dump_bytes = 0;
     for (Item& item : batch) {
       if (auto* buf = std::get_if<std::unique_ptr<OpBuffer>>(&item)) batch_records += (*buf)->size;
+      if (auto* dumps = std::get_if<std::vector<TensorDumpRecord>>(&item)) {
+        for (const auto& d : *dumps) batch_dump_bytes += d.data.size();
+      }
       command |= std::holds_alternative<BeginCmd>(item) || std::holds_alternative<EndCmd>(item) ||
                  std::holds_alternative<FlushCmd>(item);
       if (!s.isOk()) continue;
@@ -371,6 +451,7 @@ void TraceWriter::run() {
       if (!s.isOk() && error_.isOk()) error_ = s;
       if (!in_txn_) committed_seq_ = seq;
       pending_records_ -= batch_records;
+      pending_dump_bytes_ -= batch_dump_bytes;
     }
     done_cv_.notify_all();
     if (stopping) {

@@ -12,6 +12,11 @@
 
 namespace npuscope::npu {
 
+namespace detail {
+std::atomic<OpObserver> g_op_observer{nullptr};
+}
+void set_op_observer(OpObserver fn) { detail::g_op_observer.store(fn); }
+
 c10::Device device(int index) {
   if (index < 0) index = current_device();
   const Status s = check_device(index);

@@ -120,6 +120,8 @@ void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& sche
   const size_t nargs = args.size();
   const size_t base = stack->size() - nargs;
   OpState st;
+  const OpObserver observer = npu::InternalScope::active() ? nullptr : npu::op_observer();
+  if (observer) observer(OpPhase::kBefore, schema, c10::ArrayRef<c10::IValue>(stack->data() + base, nargs));
 
   // Which device, and is this low-precision math?
   const bool is_view = schemaIsView(schema);
@@ -220,6 +222,7 @@ void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& sche
     s.compute.reset();
     recycleAlias(std::move(s.alias));
   }
+  if (observer) observer(OpPhase::kAfter, schema, c10::ArrayRef<c10::IValue>(stack->data() + rbase, nret));
 }
 
 void npuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {

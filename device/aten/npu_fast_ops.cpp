@@ -8,6 +8,7 @@
 
 #include "aten/npu_fallback.h"
 #include "aten/npu_tensor.h"
+#include "npuscope/device/npu.h"
 #include "npuscope/device/runtime.h"
 
 namespace npuscope::npu::aten {
@@ -16,9 +17,9 @@ namespace {
 const c10::DispatchKeySet kCpu(c10::DispatchKey::CPU);
 
 // The fast path handles full-precision npu `self` with an npu `other` on the same device or a
-// CPU scalar tensor, while float-status tracking is off.
+// CPU scalar tensor, while float-status tracking is off and no op observer is set.
 bool fastEligible(const at::Tensor& self, const at::Tensor& other) {
-  if (npu::float_status_tracking() || !isNpu(self) || isLowPrecision(self.scalar_type())) return false;
+  if (npu::float_status_tracking() || npu::op_observer() || !isNpu(self) || isLowPrecision(self.scalar_type())) return false;
   if (isNpu(other)) return other.device() == self.device() && !isLowPrecision(other.scalar_type());
   return other.dim() == 0 && other.device().is_cpu() && !isLowPrecision(other.scalar_type());
 }

@@ -80,6 +80,10 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   // self: source, dst: destination; either or both are npu tensors (all npu memory is host memory).
   const int device = isNpu(dst) ? deviceIndex(dst) : deviceIndex(self);
   DeviceAllocationScope alloc(device);
+  const OpObserver observer = isNpu(dst) && !npu::InternalScope::active() ? npu::op_observer() : nullptr;
+  static const c10::FunctionSchema& schema =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::_copy_from", "").schema();
+  if (observer) observer(OpPhase::kBefore, schema, c10::ArrayRef<c10::IValue>(c10::IValue(self)));
   const at::Tensor src_cpu = isNpu(self) ? aliasAsCpu(self) : self;
   const at::Tensor dst_cpu = isNpu(dst) ? aliasAsCpu(dst) : dst;
   if (isNpu(dst)) {
@@ -89,6 +93,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     npu::InternalScope internal;
     dst_cpu.copy_(src_cpu);
   }
+  if (observer) observer(OpPhase::kAfter, schema, c10::ArrayRef<c10::IValue>(c10::IValue(dst)));
   return dst;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace npuscope {
 
@@ -59,6 +60,24 @@ struct MemoryRecord {
   int32_t device = 0;
   uint64_t allocated = 0;
   uint64_t reserved = 0;
+};
+
+// One input or output tensor of a dumped op (the dumper's `tensor_dumps` row). Not a hot-path
+// record: the dumper hands the writer one batch per op (TraceWriter::addTensorDumps).
+struct TensorDumpRecord {
+  int64_t step = -1;   // -1: outside any step
+  int64_t op_id = -1;  // op_events id of the op, -1 when not linked
+  std::string op_name; // the dumper's stable name, e.g. "addmm.3.forward"
+  std::string op_type; // e.g. "aten::addmm"
+  std::string io;      // input | output
+  int64_t idx = 0;
+  std::string dtype;   // e.g. "float16" (compare.h's dtype names)
+  std::string shape;   // e.g. "[2, 4]"
+  std::string format = "ND";
+  bool has_stats = false;  // false: the statistics columns are NULL
+  double min = 0, max = 0, mean = 0, l2norm = 0;
+  int64_t nan_count = 0, inf_count = 0;
+  std::vector<uint8_t> data;  // raw little-endian payload; empty: statistics only
 };
 
 struct RunInfo {

@@ -27,6 +27,8 @@ class TraceWriter {
   struct Options {
     int commit_interval_ms = 500;
     size_t max_queued_buffers = 256;  // 256 x 4096 op records in flight at most
+    // Tensor-dump payload bytes queued at most; addTensorDumps waits beyond it (never drops).
+    size_t max_queued_dump_bytes = size_t{256} << 20;
   };
 
   // Opens (creating or migrating) `path` and starts the writer thread.
@@ -55,6 +57,10 @@ class TraceWriter {
   void addOverflow(const OverflowRecord& r);
   void addMemory(const MemoryRecord& r);
   void addMemory(std::vector<MemoryRecord>&& batch);  // one hand-over for many records
+  // The tensors of one dumped op. Payloads are zstd-compressed on the writer thread when that
+  // saves space. Waits (on the dumping thread) while more than max_queued_dump_bytes of payload
+  // are queued, so a dump cannot outgrow memory; dump records are never dropped.
+  void addTensorDumps(std::vector<TensorDumpRecord>&& batch);
 
   // Waits until everything queued so far is committed.
   Status flush();
@@ -74,7 +80,7 @@ class TraceWriter {
   };
   struct FlushCmd {};
   using Item = std::variant<std::unique_ptr<OpBuffer>, StepRecord, OverflowRecord, MemoryRecord,
-                            std::vector<MemoryRecord>, BeginCmd, EndCmd, FlushCmd>;
+                            std::vector<MemoryRecord>, std::vector<TensorDumpRecord>, BeginCmd, EndCmd, FlushCmd>;
 
   TraceWriter(ScopedDb db, Options options);
   Status prepareStatements();
@@ -86,18 +92,20 @@ class TraceWriter {
   Status writeOps(const OpBuffer& b);
   Status writeNewStrings();
   Status writeMemory(const MemoryRecord& m);
+  Status writeTensorDump(const TensorDumpRecord& d);
   Status commit();
 
   ScopedDb db_;
   Options options_;
-  ScopedStmt insert_op_, insert_step_, insert_overflow_, insert_memory_, insert_string_, insert_run_, end_run_,
-      begin_, commit_;
+  ScopedStmt insert_op_, insert_step_, insert_overflow_, insert_memory_, insert_dump_, insert_string_, insert_run_,
+      end_run_, begin_, commit_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_, done_cv_;
   std::deque<Item> queue_;
   size_t queued_buffers_ = 0;
   size_t pending_records_ = 0;     // op records queued or being written
+  size_t pending_dump_bytes_ = 0;  // tensor-dump payload bytes queued or being written
   OpBuffer* open_tail_ = nullptr;  // the newest queued buffer, which partial buffers may join
   uint64_t enqueued_seq_ = 0, committed_seq_ = 0;
   bool stop_ = false;
@@ -111,6 +119,7 @@ class TraceWriter {
   std::vector<int64_t> string_ids_;  // writer thread only: process string id - 1 -> file id
   bool in_txn_ = false;           // writer thread only
   int64_t id_offset_ = 0;         // writer thread only: added to the run's op ids (see BeginCmd)
+  std::vector<uint8_t> zstd_buf_;  // writer thread only: compressed payload scratch
   std::thread thread_;
 };
 

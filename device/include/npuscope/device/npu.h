@@ -9,6 +9,7 @@
 #include <ATen/core/ivalue.h>
 #include <c10/core/Device.h>
 
+#include <atomic>
 #include <string>
 
 #include "npuscope/device/cost_model.h"
@@ -17,6 +18,9 @@
 
 namespace at {
 class Tensor;
+}
+namespace c10 {
+struct FunctionSchema;
 }
 
 namespace npuscope::npu {
@@ -46,5 +50,21 @@ OpWork estimate_op_work(const std::string& op_name, const std::vector<at::Tensor
 // The same from an op's boxed inputs alone (what a RecordFunction callback sees): output sizes
 // of matmuls and convolutions are derived from the input shapes and arguments.
 OpWork estimate_op_work(const std::string& op_name, c10::ArrayRef<const c10::IValue> inputs);
+
+// ---- op observer: the op dumper's hook --------------------------------------------------
+// Called for every op the device computes (the boxed fallback, convolutions, copies into npu
+// memory; the add/sub/mul/div fast paths step aside while an observer is set), on the op's
+// thread, never for the device's internal work (InternalScope). kBefore sees the op's
+// arguments before the kernel runs (in-place arguments still hold their old values), kAfter
+// its results as npu tensors; for `aten::_copy_from` the values are {source} and {destination}.
+// The values are only valid during the call. An observer must not throw, and work it runs on
+// npu tensors is observed again unless it guards itself. Off: one relaxed atomic load per op.
+enum class OpPhase { kBefore, kAfter };
+using OpObserver = void (*)(OpPhase phase, const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> values);
+void set_op_observer(OpObserver fn);  // nullptr: none
+namespace detail {
+extern std::atomic<OpObserver> g_op_observer;
+}
+inline OpObserver op_observer() { return detail::g_op_observer.load(std::memory_order_relaxed); }
 
 }  // namespace npuscope::npu

@@ -1,0 +1,150 @@
+// bench_dump: the op dumper on the test CNN's training step (two 3x3 conv blocks of 16 and 32
+// channels with ReLU and 2x2 max-pool, a linear classifier; batch 64 of 28x28 images, SGD).
+//   fraction_of_write_bandwidth: bytes a full `tensor` dump writes per step (Ascend files and
+//     the trace file's tensor_dumps rows, the writer flushed inside the timing) over the extra
+//     time the step takes with dumping, divided by this disk's sequential write bandwidth
+//     (a 256 MiB buffered write + fsync measured in the same run). Target >= 0.5.
+//   stats_mode_ratio_vs_none: step time with `stats` dumping (rows flushed) over no dumping.
+//     Target <= 2.0 (msprobe's statistics dump costs 4.5-26x).
+// Steps alternate between the variants so drift hits both; medians are reported.
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <vector>
+
+#include "npuscope/core/trace_writer.h"
+#include "npuscope/device/npu.h"
+#include "npuscope/dumper/dumper.h"
+#include "ratio.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using npuscope::dumper::Dumper;
+using npuscope::dumper::DumpConfig;
+using npuscope::dumper::DumpDataKind;
+
+struct Cnn : torch::nn::Module {
+  torch::nn::Conv2d c1{torch::nn::Conv2dOptions(1, 16, 3).padding(1)};
+  torch::nn::Conv2d c2{torch::nn::Conv2dOptions(16, 32, 3).padding(1)};
+  torch::nn::Linear fc{32 * 7 * 7, 10};
+  Cnn() {
+    register_module("c1", c1);
+    register_module("c2", c2);
+    register_module("fc", fc);
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::max_pool2d(torch::relu(c1(x)), 2);
+    x = torch::max_pool2d(torch::relu(c2(x)), 2);
+    return fc(x.flatten(1));
+  }
+};
+
+double seqWriteBandwidth(const fs::path& dir) {
+  const size_t total = size_t{256} << 20, chunk = size_t{4} << 20;
+  std::vector<char> buf(chunk, 1);
+  const fs::path p = dir / "bandwidth.bin";
+  const auto t0 = Clock::now();
+  int fd = ::open(p.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  for (size_t done = 0; done < total; done += chunk) {
+    if (::write(fd, buf.data(), chunk) != static_cast<ssize_t>(chunk)) break;
+  }
+  ::fsync(fd);
+  ::close(fd);
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  fs::remove(p);
+  return static_cast<double>(total) / s;
+}
+
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+void BM_DumpCnnStep(benchmark::State& state) {
+  const fs::path dir = fs::temp_directory_path() / ("npuscope_bench_dump_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const double bandwidth = seqWriteBandwidth(dir);
+
+  torch::manual_seed(0);
+  const auto dev = npuscope::npu::device(0);
+  auto model = std::make_shared<Cnn>();
+  model->to(dev);
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  const at::Tensor x = torch::randn({64, 1, 28, 28}).to(dev);
+  const at::Tensor y = torch::randint(0, 10, {64}).to(dev);
+  auto step = [&] {
+    opt.zero_grad();
+    torch::nn::functional::cross_entropy(model->forward(x), y).backward();
+    opt.step();
+  };
+
+  auto writer = npuscope::TraceWriter::open((dir / "trace.db").string());
+  if (!writer.isOk()) {
+    state.SkipWithError(writer.status().message().c_str());
+    return;
+  }
+  (void)(*writer)->beginRun(npuscope::RunInfo{});
+  Dumper& d = Dumper::instance();
+  d.attach(writer->get());
+  DumpConfig tensor_cfg;
+  tensor_cfg.dump_path = (dir / "dumps").string();
+  DumpConfig stats_cfg;
+  stats_cfg.data = DumpDataKind::kStats;
+
+  // One dumped step, the writer flushed: everything it costs is inside the time.
+  auto dumped = [&](const DumpConfig& c, uint64_t* bytes) {
+    (void)d.configure(c);
+    const auto t0 = Clock::now();
+    (void)d.start();
+    step();
+    (void)d.stop();
+    (void)(*writer)->flush();
+    const double s = seconds(t0, Clock::now());
+    if (bytes) *bytes = d.counters().payload_bytes;
+    return s;
+  };
+  auto plain = [&] {
+    const auto t0 = Clock::now();
+    step();
+    return seconds(t0, Clock::now());
+  };
+  for (int i = 0; i < 2; ++i) {  // warm-up
+    plain();
+    dumped(stats_cfg, nullptr);
+  }
+  std::vector<double> t_none, t_stats, t_tensor;
+  uint64_t bytes = 0;
+  for (auto _ : state) {
+    t_none.push_back(plain());
+    t_stats.push_back(dumped(stats_cfg, nullptr));
+    t_tensor.push_back(dumped(tensor_cfg, &bytes));
+    state.PauseTiming();
+    fs::remove_all(dir / "dumps");  // keep the disk from filling; not timed
+    state.ResumeTiming();
+  }
+  const double none = npuscope::bench::medianOf(t_none), stats = npuscope::bench::medianOf(t_stats),
+               tensor = npuscope::bench::medianOf(t_tensor);
+  // Each dumped step writes its payload twice: the Ascend file and the tensor_dumps row.
+  const double written = 2.0 * static_cast<double>(bytes);
+  const double extra = std::max(tensor - none, 1e-9);
+  state.counters["fraction_of_write_bandwidth"] = written / extra / bandwidth;
+  state.counters["stats_mode_ratio_vs_none"] = stats / none;
+  state.counters["write_bandwidth_MBps"] = bandwidth / 1e6;
+  state.counters["dump_MBps"] = written / extra / 1e6;
+  state.counters["payload_MB_per_step"] = static_cast<double>(bytes) / 1e6;
+  state.counters["step_none_ms"] = none * 1e3;
+  state.counters["step_stats_ms"] = stats * 1e3;
+  state.counters["step_tensor_ms"] = tensor * 1e3;
+  (void)(*writer)->endRun("completed");
+  writer->reset();
+  fs::remove_all(dir);
+}
+BENCHMARK(BM_DumpCnnStep)->Iterations(8)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,129 @@
+#include "npuscope/dumper/dump_file.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+
+#include "dump_data.pb.h"
+
+namespace npuscope::dumper {
+namespace {
+
+struct FileCloser {
+  void operator()(FILE* f) const {
+    if (f) std::fclose(f);
+  }
+};
+using ScopedFile = std::unique_ptr<FILE, FileCloser>;
+
+template <typename Msg>
+void fillTensor(Msg* m, const DumpFileTensor& t) {
+  m->set_data_type(static_cast<toolkit::dumpdata::OutputDataType>(compare::aclDataType(t.dtype)));
+  m->set_format(static_cast<toolkit::dumpdata::OutputFormat>(aclFormat(t.format)));
+  for (int64_t d : t.shape) m->mutable_shape()->add_dim(static_cast<uint64_t>(d));
+  m->set_size(t.size);
+}
+
+template <typename Msg>
+DecodedTensor decodeTensor(const Msg& m) {
+  DecodedTensor t;
+  t.acl_data_type = m.data_type();
+  t.dtype = compare::fromAclDataType(m.data_type());
+  t.format = m.format();
+  for (uint64_t d : m.shape().dim()) t.shape.push_back(static_cast<int64_t>(d));
+  t.data.resize(m.size());
+  return t;
+}
+
+}  // namespace
+
+int aclFormat(const std::string& name) {
+  if (name == "NCHW") return 0;
+  if (name == "NHWC") return 1;
+  if (name == "NC1HWC0") return 3;
+  return 2;
+}
+
+const char* aclFormatName(int format) {
+  switch (format) {
+    case 0: return "NCHW";
+    case 1: return "NHWC";
+    case 3: return "NC1HWC0";
+    default: return "ND";
+  }
+}
+
+std::string dumpFileName(const std::string& op_type, const std::string& op_name, uint64_t task_id,
+                         uint32_t stream_id, uint64_t timestamp_us) {
+  std::string type = op_type.rfind("aten::", 0) == 0 ? op_type.substr(6) : op_type;
+  std::string name = type + "." + op_name + "." + std::to_string(task_id) + "." + std::to_string(stream_id) + "." +
+                     std::to_string(timestamp_us);
+  for (char& c : name)
+    if (c == '/' || c == ':' || c == ' ') c = '_';
+  return name;
+}
+
+Status writeDumpFile(const std::string& path, const std::string& op_name, uint64_t dump_time_us,
+                     const std::vector<DumpFileTensor>& inputs, const std::vector<DumpFileTensor>& outputs) {
+  toolkit::dumpdata::DumpData header;
+  header.set_version("2.0");
+  header.set_dump_time(dump_time_us);
+  header.set_op_name(op_name);
+  for (const auto& t : inputs) fillTensor(header.add_input(), t);
+  for (const auto& t : outputs) fillTensor(header.add_output(), t);
+  const std::string bytes = header.SerializeAsString();
+  const uint64_t len = bytes.size();  // little-endian on every platform npuscope builds for
+  uint8_t len_le[8];
+  for (int i = 0; i < 8; ++i) len_le[i] = static_cast<uint8_t>(len >> (8 * i));
+
+  auto fail = [&](const char* what) { return ioError(path + ": " + what + ": " + std::strerror(errno)); };
+  ScopedFile f(std::fopen(path.c_str(), "wb"));
+  if (!f) return fail("cannot create the dump file");
+  if (std::fwrite(len_le, 1, 8, f.get()) != 8 || std::fwrite(bytes.data(), 1, bytes.size(), f.get()) != bytes.size()) {
+    return fail("writing the dump file");
+  }
+  for (const auto* list : {&inputs, &outputs}) {
+    for (const auto& t : *list) {
+      if (t.size && std::fwrite(t.data, 1, t.size, f.get()) != t.size) return fail("writing the dump file");
+    }
+  }
+  FILE* raw = f.release();
+  if (std::fclose(raw) != 0) return fail("closing the dump file");  // a full disk often shows only here
+  return Status::ok();
+}
+
+StatusOr<DecodedDumpFile> readDumpFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return notFound(path + ": cannot open the dump file");
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (all.size() < 8) return invalidArgument(path + ": too short for a dump file header length");
+  uint64_t len = 0;
+  for (int i = 0; i < 8; ++i) len |= static_cast<uint64_t>(static_cast<uint8_t>(all[i])) << (8 * i);
+  if (len > all.size() - 8) return invalidArgument(path + ": header length " + std::to_string(len) + " exceeds the file");
+  toolkit::dumpdata::DumpData header;
+  if (!header.ParseFromArray(all.data() + 8, static_cast<int>(len))) {
+    return invalidArgument(path + ": the header is not a toolkit.dumpdata.DumpData message");
+  }
+  DecodedDumpFile out;
+  out.op_name = header.op_name();
+  out.dump_time_us = header.dump_time();
+  out.header_size = len;
+  for (const auto& t : header.input()) out.inputs.push_back(decodeTensor(t));
+  for (const auto& t : header.output()) out.outputs.push_back(decodeTensor(t));
+  size_t pos = 8 + len;
+  for (auto* list : {&out.inputs, &out.outputs}) {
+    for (auto& t : *list) {
+      if (t.data.size() > all.size() - pos) return invalidArgument(path + ": payload sizes exceed the file");
+      std::memcpy(t.data.data(), all.data() + pos, t.data.size());
+      pos += t.data.size();
+    }
+  }
+  if (pos != all.size()) {
+    return invalidArgument(path + ": " + std::to_string(all.size() - pos) + " bytes after the last payload");
+  }
+  return out;
+}
+
+}  // namespace npuscope::dumper

@@ -1,0 +1,69 @@
+// acl.json parsing: every malformed input is one error that names the field.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "npuscope/dumper/dump_config.h"
+
+namespace npuscope::dumper {
+namespace {
+
+Status parseError(const std::string& json) {
+  auto c = DumpConfig::fromJson(json);
+  return c.isOk() ? Status::ok() : c.status();
+}
+
+TEST(DumpConfigTest, ParsesAllFields) {
+  auto c = DumpConfig::fromJson(R"({"dump": {"dump_path": "", "dump_mode": "output", "dump_list": ["addmm"],
+      "dump_op_switch": "on", "dump_step": "0|5|10-20", "dump_data": "stats"}})");
+  ASSERT_TRUE(c.isOk()) << c.status().message();
+  EXPECT_EQ(c->mode, DumpMode::kOutput);
+  EXPECT_EQ(c->data, DumpDataKind::kStats);
+  EXPECT_TRUE(c->steps.contains(0));
+  EXPECT_FALSE(c->steps.contains(1));
+  EXPECT_TRUE(c->steps.contains(15));
+  EXPECT_FALSE(c->steps.contains(21));
+  EXPECT_EQ(c->steps.count(), 13);
+  EXPECT_TRUE(c->keepsOp("aten::addmm", "addmm.0.forward"));
+  EXPECT_FALSE(c->keepsOp("aten::relu", "relu.0.forward"));
+}
+
+TEST(DumpConfigTest, ErrorsNameTheField) {
+  EXPECT_NE(parseError("{\"dump\": {").message().find("not valid JSON"), std::string::npos);
+  EXPECT_NE(parseError(R"({"dump": {"dump_mode": "inputs"}})").message().find("dump.dump_mode: unknown value 'inputs'"),
+            std::string::npos);
+  EXPECT_NE(parseError(R"({"dump": {"dump_data": "full"}})").message().find("dump.dump_data"), std::string::npos);
+  EXPECT_NE(parseError(R"({"dump": {"dump_step": "1-"}})").message().find("dump.dump_step"), std::string::npos);
+  EXPECT_NE(parseError(R"({"dump": {"dump_step": "5-2"}})").message().find("dump.dump_step"), std::string::npos);
+  EXPECT_NE(parseError(R"({"dump": {"dump_mod": "all"}})").message().find("dump.dump_mod: unknown field"),
+            std::string::npos);
+  EXPECT_NE(parseError(R"({"dump": {"dump_path": 3}})").message().find("dump.dump_path: expected a string"),
+            std::string::npos);
+  EXPECT_NE(parseError(R"({"dump": {"dump_op_switch": "off"}})").message().find("dump.dump_op_switch"),
+            std::string::npos);
+  EXPECT_NE(parseError(R"({"dump": {"overflow_limit": 0}})").message().find("dump.overflow_limit"), std::string::npos);
+  EXPECT_NE(parseError(R"({"dumps": {}})").message().find("dump"), std::string::npos);
+}
+
+TEST(DumpConfigTest, UnwritableDumpPathIsRefused) {
+  DumpConfig c;
+  c.dump_path = "/proc/npuscope_cannot_exist/x";  // refused even for root
+  const Status s = c.validate();
+  ASSERT_FALSE(s.isOk());
+  EXPECT_EQ(s.message().rfind("dump.dump_path: ", 0), 0u) << s.message();
+  auto missing = DumpConfig::fromFile("/nonexistent/acl.json");
+  EXPECT_FALSE(missing.isOk());
+}
+
+TEST(DumpConfigTest, EnvironmentSwitch) {
+  ::unsetenv("ACL_DUMP_DATA");
+  EXPECT_FALSE(*dumpRequestedByEnvironment());
+  ::setenv("ACL_DUMP_DATA", "1", 1);
+  EXPECT_TRUE(*dumpRequestedByEnvironment());
+  ::setenv("ACL_DUMP_DATA", "yes", 1);
+  EXPECT_NE(dumpRequestedByEnvironment().status().message().find("ACL_DUMP_DATA"), std::string::npos);
+  ::unsetenv("ACL_DUMP_DATA");
+}
+
+}  // namespace
+}  // namespace npuscope::dumper
