@@ -6,5 +6,6 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${NPUSCOPE_BUILD_DIR:-build}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/npuscope-ccache}
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}  # cache hits across clones and worktrees
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
 cmake --build "$BUILD_DIR" -j "$(nproc)"

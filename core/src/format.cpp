@@ -18,4 +18,18 @@ std::string formatBytes(uint64_t bytes) {
   return buf;
 }
 
+std::string formatDuration(int64_t ns) {
+  const double v = static_cast<double>(ns);
+  const double a = v < 0 ? -v : v;
+  char buf[32];
+  if (a >= 1e9) {
+    std::snprintf(buf, sizeof(buf), "%.3fs", v / 1e9);
+  } else if (a >= 1e6) {
+    std::snprintf(buf, sizeof(buf), "%.3fms", v / 1e6);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.3fus", v / 1e3);
+  }
+  return buf;
+}
+
 }  // namespace npuscope

@@ -968,6 +968,51 @@ StatusOr<std::vector<OverflowEventRow>> TraceReader::overflowEvents(int64_t run_
   return out;
 }
 
+StatusOr<std::vector<StepDeviceTime>> TraceReader::stepDeviceTimes(int64_t run_id) {
+  ASSIGN_OR_RETURN(sqlite3_stmt * st,
+                   cached("step_device_times",
+                          "SELECT step, count(*), count(device_dur_ns), coalesce(sum(device_dur_ns), 0),"
+                          " coalesce(min(device_start_ns), -1), coalesce(max(device_start_ns + device_dur_ns), -1)"
+                          " FROM op_events WHERE run_id=?1 AND step IS NOT NULL GROUP BY step ORDER BY step"));
+  StmtUse use(st);
+  sqlite3_bind_int64(st, 1, run_id);
+  std::vector<StepDeviceTime> out;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    StepDeviceTime t;
+    t.step = sqlite3_column_int64(st, 0);
+    t.ops = sqlite3_column_int64(st, 1);
+    t.device_ops = sqlite3_column_int64(st, 2);
+    t.device_busy_ns = sqlite3_column_int64(st, 3);
+    t.device_first_ns = sqlite3_column_int64(st, 4);
+    t.device_last_ns = sqlite3_column_int64(st, 5);
+    out.push_back(t);
+  }
+  if (rc != SQLITE_DONE) return stepError(db_.get(), "reading device time per step");
+  return out;
+}
+
+StatusOr<std::vector<MemoryPeak>> TraceReader::memoryPeaks(int64_t run_id) {
+  ASSIGN_OR_RETURN(sqlite3_stmt * st,
+                   cached("memory_peaks",
+                          "SELECT device, max(allocated), max(reserved), count(*) FROM memory"
+                          " WHERE run_id=?1 GROUP BY device ORDER BY device"));
+  StmtUse use(st);
+  sqlite3_bind_int64(st, 1, run_id);
+  std::vector<MemoryPeak> out;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    MemoryPeak p;
+    p.device = static_cast<int32_t>(sqlite3_column_int64(st, 0));
+    p.allocated = sqlite3_column_int64(st, 1);
+    p.reserved = sqlite3_column_int64(st, 2);
+    p.samples = sqlite3_column_int64(st, 3);
+    out.push_back(p);
+  }
+  if (rc != SQLITE_DONE) return stepError(db_.get(), "reading memory peaks");
+  return out;
+}
+
 bool MemoryCursor::next(MemorySample* out) {
   if (!status_.isOk() || !stmt_.get()) return false;
   const int rc = sqlite3_step(stmt_.get());

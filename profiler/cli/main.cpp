@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/ops_command.h"
+#include "cli/report.h"
 #include "npuscope/device/npu.h"
 #include "workloads/models.h"
 #include "workloads/trainer.h"
@@ -47,7 +49,7 @@ int main(int argc, char** argv) {
 
   npuscope::workloads::TrainOptions t;
   auto* train = app.add_subcommand("train", "Train a built-in model on the npu and print its result");
-  train->add_option("--model", t.model, "Built-in model: mlp or cnn")->capture_default_str();
+  train->add_option("--model", t.model, "Built-in model: mlp, cnn, resnet or transformer")->capture_default_str();
   train->add_option("--device", t.device, "npu:N or cpu")->capture_default_str();
   train->add_option("--dataset", t.dataset, "fashion-mnist or synthetic")->capture_default_str();
   train->add_option("--data", t.data_dir, "Directory with the Fashion-MNIST .gz files (default: Debian's package)");
@@ -57,10 +59,56 @@ int main(int argc, char** argv) {
   train->add_option("--lr", t.lr, "Learning rate (SGD with momentum)")->capture_default_str();
   train->add_option("--momentum", t.momentum, "SGD momentum")->capture_default_str();
   train->add_option("--seed", t.seed, "Seed of initial weights and data order")->capture_default_str();
+  t.db = "npuscope.db";
+  train->add_option("--db", t.db, "Trace file the run is recorded into (a file holds many runs)")->capture_default_str();
+  bool no_db = false;
+  train->add_flag("--no-db", no_db, "Do not record the run");
+  train->add_option("--schedule", t.schedule,
+                    "Profiler schedule: skip_first=N,wait=N,warmup=N,active=N,repeat=N (default: every step)");
+
+  npuscope::cli::ReportOptions rep;
+  auto* report = app.add_subcommand("report", "Print a run's op table, step and loss-scale summary, overflows, memory");
+  report->add_option("file", rep.file, "Trace file")->required();
+  report->add_option("--run", rep.run, "Run id (default: the latest run)");
+  report->add_option("--sort", rep.sort, "Sort ops by self, total, count, avg, name or device")->capture_default_str();
+  report->add_option("--top", rep.top, "Show this many ops (0: all)")->capture_default_str();
+  report->add_flag("--group-by-shape", rep.group_by_shape, "One row per op name and input shapes");
+  bool rep_csv = false, rep_json = false;
+  report->add_flag("--csv", rep_csv, "The op table as CSV on stdout");
+  report->add_flag("--json", rep_json, "The whole report as JSON on stdout");
+
+  npuscope::cli::ExportOptions exp;
+  auto* exporter = app.add_subcommand("export", "Export a run as a chrome trace (Perfetto) or its op table as CSV");
+  exporter->add_option("file", exp.file, "Trace file")->required();
+  exporter->add_option("--run", exp.run, "Run id (default: the latest run)");
+  exporter->add_option("--chrome", exp.chrome, "Write the chrome trace JSON here (split into OUT.1.json, ... when large)");
+  exporter->add_option("--csv", exp.csv, "Write the op table as CSV here");
+  exporter->add_option("--max-file-mb", exp.max_file_mb, "Largest chrome trace file before splitting")->capture_default_str();
+
+  npuscope::cli::OpsOptions ops;
+  auto* ops_cmd = app.add_subcommand("ops", "Operator coverage of a model's training step on the npu");
+  ops_cmd->add_option("--model", ops.model, "Built-in model")->capture_default_str();
+  ops_cmd->add_option("--device", ops.device, "npu:N")->capture_default_str();
+  ops_cmd->add_option("--dtype", ops.dtype, "float32, float16 or bfloat16")->capture_default_str();
+  ops_cmd->add_option("--batch-size", ops.batch_size, "Samples in the step")->capture_default_str();
+  bool ops_csv = false;
+  ops_cmd->add_flag("--csv", ops_csv, "CSV on stdout");
 
   CLI11_PARSE(app, argc, argv);
 
+  if (ops_cmd->parsed()) {
+    if (ops_csv) ops.format = "csv";
+    return npuscope::cli::runOps(ops);
+  }
+
+  if (report->parsed()) {
+    if (rep_csv && rep_json) return fail("report: --csv and --json exclude each other");
+    rep.format = rep_csv ? "csv" : rep_json ? "json" : "text";
+    return npuscope::cli::runReport(rep);
+  }
+  if (exporter->parsed()) return npuscope::cli::runExport(exp);
   if (train->parsed()) {
+    if (no_db) t.db.clear();
     Progress progress;
     std::fprintf(stderr, "training %s on %s (%s, batch %lld, lr %g)\n", t.model.c_str(), t.device.c_str(),
                  t.dataset.c_str(), static_cast<long long>(t.batch_size), t.lr);
@@ -74,6 +122,12 @@ int main(int argc, char** argv) {
     std::printf("test accuracy    %.4f (%lld samples)\n", r->test_accuracy, static_cast<long long>(r->test_samples));
     std::printf("throughput       %.0f samples/s (%.1f s)\n", r->samples_per_second, r->seconds);
     std::printf("npu:0 peak mem   %.1f MiB\n", static_cast<double>(mem.peak_allocated) / (1 << 20));
+    if (r->run_id >= 0) {
+      std::printf("recorded         run %lld in %s (%llu ops", static_cast<long long>(r->run_id), t.db.c_str(),
+                  static_cast<unsigned long long>(r->recorded_ops));
+      if (r->dropped_records > 0) std::printf(", %llu dropped", static_cast<unsigned long long>(r->dropped_records));
+      std::printf("); see: npuscope report %s\n", t.db.c_str());
+    }
   }
   return 0;
 }

@@ -6,8 +6,11 @@
 #include <torch/utils.h>
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 
+#include "npuscope/core/clock.h"
 #include "npuscope/device/npu.h"
+#include "npuscope/profiler/session.h"
 #include "workloads/fashion_mnist.h"
 #include "workloads/models.h"
 
@@ -45,6 +48,24 @@ double evaluate(Model& model, const Dataset& test, c10::Device device, int64_t b
   return test.size() > 0 ? static_cast<double>(correct) / static_cast<double>(test.size()) : 0.0;
 }
 
+std::string configJson(const TrainOptions& o) {
+  return nlohmann::json{{"model", o.model},          {"device", o.device},     {"dataset", o.dataset},
+                        {"epochs", o.epochs},        {"steps", o.max_steps},   {"batch_size", o.batch_size},
+                        {"lr", o.lr},                {"momentum", o.momentum}, {"seed", o.seed},
+                        {"schedule", o.schedule}}
+      .dump();
+}
+
+std::string resultsJson(const TrainResult& r) {
+  return nlohmann::json{{"steps", r.steps},
+                        {"final_loss", r.final_loss},
+                        {"test_accuracy", r.test_accuracy},
+                        {"test_samples", r.test_samples},
+                        {"seconds", r.seconds},
+                        {"samples_per_second", r.samples_per_second}}
+      .dump();
+}
+
 }  // namespace
 
 StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
@@ -61,6 +82,25 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
     const std::string dir = o.data_dir.empty() ? kDefaultFashionMnistDir : o.data_dir;
     ASSIGN_OR_RETURN(train_set, loadFashionMnist(dir, true));
     ASSIGN_OR_RETURN(test_set, loadFashionMnist(dir, false));
+  }
+
+  // Recording: the file is opened (and refused when it is not a trace file) before any work.
+  std::unique_ptr<profiler::RecordingSession> session;
+  if (!o.db.empty()) {
+    profiler::SessionOptions so;
+    so.path = o.db;
+    if (!o.schedule.empty()) {
+      auto sch = profiler::Schedule::parse(o.schedule);
+      if (!sch.isOk()) return invalidArgument("--schedule: " + sch.status().message());
+      so.schedule = *sch;
+    }
+    so.run.command = "train";
+    so.run.model = o.model;
+    so.run.device = o.device;
+    so.run.opt_level = "O0";
+    so.run.optimizer = "sgd";
+    so.run.config_json = configJson(o);
+    ASSIGN_OR_RETURN(session, profiler::RecordingSession::start(so));
   }
 
   model->to(device);
@@ -85,9 +125,15 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
       loss.backward();
       opt.step();
       ++r.steps;
+      r.final_loss = loss.item<double>();
+      if (session) {
+        profiler::StepMetrics m;
+        m.loss = r.final_loss;
+        m.lr = o.lr;
+        session->step(m);
+      }
       if (progress) {
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        r.final_loss = loss.item<double>();
         progress(r.steps, total, r.final_loss, s > 0 ? static_cast<double>(r.steps) / s : 0.0);
       }
     }
@@ -96,6 +142,12 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
   r.samples_per_second = r.seconds > 0 ? static_cast<double>(r.steps * o.batch_size) / r.seconds : 0;
   r.test_accuracy = evaluate(*model, test_set, device, 256);
   r.test_samples = test_set.size();
+  if (session) {
+    r.run_id = session->runId();
+    r.recorded_ops = session->recordedOps();
+    r.dropped_records = session->droppedRecords();
+    RETURN_IF_ERROR(session->stop("completed", resultsJson(r)));
+  }
   return r;
 }
 

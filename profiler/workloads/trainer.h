@@ -22,6 +22,8 @@ struct TrainOptions {
   double momentum = 0.9;
   uint64_t seed = 0;
   int64_t synthetic_size = 2048;
+  std::string db;        // trace file to record into ("": no recording)
+  std::string schedule;  // profiler schedule, e.g. "wait=1,warmup=1,active=3" ("": every step)
 };
 
 struct TrainResult {
@@ -31,6 +33,9 @@ struct TrainResult {
   int64_t test_samples = 0;
   double seconds = 0;
   double samples_per_second = 0;
+  int64_t run_id = -1;        // the run in `db`, when recorded
+  uint64_t recorded_ops = 0;
+  uint64_t dropped_records = 0;
 };
 
 // Progress callback: step (1-based), total steps, current loss, steps/s so far.

@@ -1,36 +1,14 @@
 // `npuscope train` end to end, as a user runs it: results printed, errors as one line + exit 1.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <cstdio>
 #include <fstream>
 #include <string>
 
-namespace {
-
-struct CliRun {
-  int exit_code;
-  std::string out;  // stdout and stderr
-};
-
-CliRun run(const std::string& args) {
-  const std::string cmd = std::string(NPUSCOPE_CLI) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  CliRun r{-1, ""};
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-}  // namespace
+#include "cli_run.h"
 
 TEST(CliTrain, SyntheticRunLearnsAndReports) {
-  CliRun r = run("train --dataset synthetic --model cnn --steps 40 --lr 0.05 --seed 3");
+  CliRun r = run("train --dataset synthetic --model cnn --steps 40 --lr 0.05 --seed 3 --no-db");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("device           npu:0"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("steps            32"), std::string::npos) << r.out;  // 2048 / 64 = one epoch
@@ -41,8 +19,8 @@ TEST(CliTrain, SyntheticRunLearnsAndReports) {
 }
 
 TEST(CliTrain, SameSeedSameResultOnNpuAndCpu) {
-  CliRun a = run("train --dataset synthetic --model mlp --steps 10 --seed 7 --device npu:1");
-  CliRun b = run("train --dataset synthetic --model mlp --steps 10 --seed 7 --device cpu");
+  CliRun a = run("train --dataset synthetic --model mlp --steps 10 --seed 7 --device npu:1 --no-db");
+  CliRun b = run("train --dataset synthetic --model mlp --steps 10 --seed 7 --device cpu --no-db");
   ASSERT_EQ(a.exit_code, 0) << a.out;
   ASSERT_EQ(b.exit_code, 0) << b.out;
   auto loss = [](const std::string& s) { return s.substr(s.find("final loss"), 30); };

@@ -39,5 +39,13 @@ TEST(Format, Bytes) {
   EXPECT_EQ(formatBytes(32ull << 30), "32.00 GiB");
 }
 
+TEST(Format, Durations) {
+  EXPECT_EQ(formatDuration(999), "0.999us");
+  EXPECT_EQ(formatDuration(1234), "1.234us");
+  EXPECT_EQ(formatDuration(1234567), "1.235ms");
+  EXPECT_EQ(formatDuration(2500000000), "2.500s");
+  EXPECT_EQ(formatDuration(-1500), "-1.500us");
+}
+
 }  // namespace
 }  // namespace npuscope

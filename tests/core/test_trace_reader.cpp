@@ -647,8 +647,48 @@ TEST(TraceReader, ReadsWhileATraceWriterIsWriting) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The op table over a generated file of NPUSCOPE_LARGE_OPS ops (the target: 10M ops in
-// at most 2 s). NPUSCOPE_LARGE_TRACE names the file (kept and reused when it already exists).
+// Step 0 holds ops 1-5, 8, 9 with modeled device time on addmm#3 [130,170) and relu#5 [215,225);
+// step 1 holds ops 6, 7 with addmm#7 [320,340).
+TEST(TraceReader, DeviceTimePerStep) {
+  auto r = openReader(buildFixture("step_device.db"));
+  ASSERT_TRUE(r);
+  auto t = r->stepDeviceTimes(1);
+  ASSERT_TRUE(t.isOk()) << t.status().message();
+  ASSERT_EQ(t->size(), 2u);
+  const StepDeviceTime& s0 = (*t)[0];
+  EXPECT_EQ(s0.step, 0);
+  EXPECT_EQ(s0.ops, 7);
+  EXPECT_EQ(s0.device_ops, 2);
+  EXPECT_EQ(s0.device_busy_ns, 50);
+  EXPECT_EQ(s0.device_first_ns, 130);
+  EXPECT_EQ(s0.device_last_ns, 225);
+  const StepDeviceTime& s1 = (*t)[1];
+  EXPECT_EQ(s1.step, 1);
+  EXPECT_EQ(s1.ops, 2);
+  EXPECT_EQ(s1.device_busy_ns, 20);
+  EXPECT_EQ(s1.device_last_ns, 340);
+  auto none = r->stepDeviceTimes(2);  // run 2's only op has no step
+  ASSERT_TRUE(none.isOk());
+  EXPECT_TRUE(none->empty());
+}
+
+TEST(TraceReader, MemoryPeaksPerDevice) {
+  auto r = openReader(buildFixture("mem_peaks.db"));
+  ASSERT_TRUE(r);
+  auto p = r->memoryPeaks(1);
+  ASSERT_TRUE(p.isOk()) << p.status().message();
+  ASSERT_EQ(p->size(), 2u);
+  EXPECT_EQ((*p)[0].device, 0);
+  EXPECT_EQ((*p)[0].allocated, 1000);
+  EXPECT_EQ((*p)[0].reserved, 2099);
+  EXPECT_EQ((*p)[0].samples, 100);
+  EXPECT_EQ((*p)[1].device, 1);
+  EXPECT_EQ((*p)[1].allocated, 7);
+  EXPECT_EQ((*p)[1].reserved, 8);
+}
+
+// The op table over a generated file of NPUSCOPE_LARGE_OPS ops: correctness at scale (the time
+// target is bench_profiler's report_seconds_10m_ops). NPUSCOPE_LARGE_TRACE names the file (kept and reused when it already exists).
 
 int64_t scalar(sqlite3* db, const char* sql) {
   auto st = prepare(db, sql);
@@ -764,9 +804,6 @@ TEST(TraceReaderLarge, OpTableOnAGeneratedFile) {
     }
     EXPECT_EQ(t.self_sum_ns, top_level);  // self times partition the top-level ops' time
     RecordProperty(g == OpGroupBy::kName ? "op_table_seconds" : "op_table_by_shapes_seconds", std::to_string(s));
-    if (count >= 10000000 && g == OpGroupBy::kName) {
-      EXPECT_LE(s, 2.0);
-    }
   }
   // A small window (the GUI's area selection) goes through the thread index.
   OpAggregateQuery q;

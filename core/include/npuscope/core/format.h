@@ -8,5 +8,8 @@ namespace npuscope {
 
 // 1536 -> "1.50 KiB"; exact bytes below 1 KiB ("512 B").
 std::string formatBytes(uint64_t bytes);
+// Durations as the PyTorch profiler prints them, three decimals in the largest fitting unit:
+// 999 -> "0.999us"; 1234 -> "1.234us"; 1234567 -> "1.235ms"; 2.5e9 -> "2.500s".
+std::string formatDuration(int64_t ns);
 
 }  // namespace npuscope

@@ -181,6 +181,24 @@ struct TensorDumpData {
   bool zstd_frame = false;     // the bytes start with a zstd frame magic (the dumper compressed them)
 };
 
+// Per step: how busy the modeled device was (sum of its ops' modeled durations) and the span of
+// its stream, for host-bound / device-bound analysis.
+struct StepDeviceTime {
+  int64_t step = 0;
+  int64_t ops = 0;               // ops of the step (any thread)
+  int64_t device_ops = 0;        // ops with a modeled device duration
+  int64_t device_busy_ns = 0;    // sum of modeled device durations
+  int64_t device_first_ns = -1;  // earliest modeled stream start, -1: none
+  int64_t device_last_ns = -1;   // latest modeled stream end, -1: none
+};
+
+struct MemoryPeak {
+  int32_t device = 0;
+  int64_t allocated = 0;  // highest sample
+  int64_t reserved = 0;
+  int64_t samples = 0;
+};
+
 class OpCursor;
 class MemoryCursor;
 
@@ -213,6 +231,10 @@ class TraceReader {
 
   StatusOr<std::vector<StepRow>> steps(int64_t run_id, const std::optional<StepRange>& range = std::nullopt);
   StatusOr<std::vector<OverflowEventRow>> overflowEvents(int64_t run_id);
+  // One row per step that holds ops, in step order.
+  StatusOr<std::vector<StepDeviceTime>> stepDeviceTimes(int64_t run_id);
+  // Peak allocated / reserved memory per device, in device order.
+  StatusOr<std::vector<MemoryPeak>> memoryPeaks(int64_t run_id);
 
   StatusOr<std::vector<MemorySample>> memory(const MemoryQuery& query);
   // Streams memory samples of a run in time order.

@@ -1,0 +1,176 @@
+#include "cli/ops_command.h"
+
+#include <ATen/ATen.h>
+#include <ATen/record_function.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/sgd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "npuscope/core/op_table_csv.h"
+#include "npuscope/device/npu.h"
+#include "workloads/models.h"
+
+namespace npuscope::cli {
+namespace {
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "npuscope: error: %s\n", message.c_str());
+  return 1;
+}
+
+enum Phase { kForward = 0, kBackward = 1, kOptimizer = 2 };
+const char* kPhaseNames[] = {"forward", "backward", "optimizer"};
+
+struct OpUse {
+  int64_t calls = 0;
+  std::set<std::string> dtypes;
+  std::set<int> phases;
+  bool low_precision = false;  // an fp16/bf16 tensor went in
+  bool fp64 = false;
+};
+
+struct Collector {
+  std::mutex mu;
+  std::map<std::string, OpUse> ops;
+  std::atomic<int> phase{kForward};
+};
+Collector* g_collector = nullptr;
+
+std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
+  if (!g_collector) return nullptr;
+  const std::string name = fn.name();
+  // Only the dispatcher's ops: autograd nodes (MulBackward0, ...) are scopes, not kernels.
+  if (name.rfind("aten::", 0) != 0) return nullptr;
+  OpUse local;
+  for (const c10::IValue& v : fn.inputs()) {
+    if (!v.isTensor() || !v.toTensor().defined()) continue;
+    const auto st = v.toTensor().scalar_type();
+    local.dtypes.insert(c10::toString(st));
+    local.low_precision |= st == at::kHalf || st == at::kBFloat16;
+    local.fp64 |= st == at::kDouble;
+  }
+  std::lock_guard<std::mutex> lock(g_collector->mu);
+  OpUse& u = g_collector->ops[name];
+  ++u.calls;
+  u.dtypes.insert(local.dtypes.begin(), local.dtypes.end());
+  u.phases.insert(g_collector->phase.load());
+  u.low_precision |= local.low_precision;
+  u.fp64 |= local.fp64;
+  return nullptr;
+}
+
+// How the emulated NPU runs an op, from the dispatcher's own tables.
+std::string support(const std::string& qualified, const OpUse& u) {
+  if (u.fp64) return "refused: no fp64 on the npu";
+  const std::string base = qualified.substr(6);  // drop "aten::"
+  bool explicit_kernel = false, implicit = false, non_functional = false, explicit_composite = false;
+  auto& d = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : d.getAllOpNames()) {
+    if (name.name != qualified) continue;
+    auto op = d.findOp(name);
+    if (!op) continue;
+    explicit_kernel |= op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
+    implicit |= op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
+    non_functional |= op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+    explicit_composite |= op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
+  }
+  // The dispatcher's order for a backend without its own kernel: composite kernels first.
+  const bool composite = !explicit_kernel && (implicit || (explicit_composite && !non_functional));
+  std::string how = explicit_kernel  ? "npu kernel"
+                    : implicit        ? "composite: decomposes into other ops"
+                    : non_functional  ? "CPU kernel via its out= variant, zero-copy"
+                    : explicit_composite ? "composite: runs as other npu ops"
+                                         : "CPU kernel, zero-copy";
+  if (u.low_precision && !composite) how += "; fp16/bf16 computed in fp32, rounded";
+  return how;
+}
+
+}  // namespace
+
+int runOps(const OpsOptions& o) {
+  if (o.batch_size < 1) return fail("--batch-size " + std::to_string(o.batch_size) + ": expected at least 1");
+  if (o.format != "text" && o.format != "csv") return fail("--format '" + o.format + "': expected text or csv");
+  at::ScalarType dtype;
+  if (o.dtype == "float32") {
+    dtype = at::kFloat;
+  } else if (o.dtype == "float16") {
+    dtype = at::kHalf;
+  } else if (o.dtype == "bfloat16") {
+    dtype = at::kBFloat16;
+  } else {
+    return fail("--dtype '" + o.dtype + "': expected float32, float16 or bfloat16");
+  }
+  c10::Device device(c10::kCPU);
+  try {
+    device = npu::parse_torch_device(o.device);
+  } catch (const std::exception& e) {
+    return fail(std::string("--device: ") + e.what());
+  }
+  auto model = workloads::makeModel(o.model);
+  if (!model.isOk()) return fail("--model: " + model.status().message());
+  std::shared_ptr<workloads::Model> net = *model;
+  net->to(device, dtype);
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  const at::Tensor x = at::randn({o.batch_size, 1, 28, 28}).to(device, dtype);
+  const at::Tensor y = at::randint(0, 10, {o.batch_size}, at::kLong).to(device);
+
+  Collector collector;
+  g_collector = &collector;
+  const auto handle = at::addGlobalCallback(
+      at::RecordFunctionCallback(&onStart).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
+  try {
+    collector.phase = kForward;
+    opt.zero_grad();
+    at::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x).to(at::kFloat), y);
+    collector.phase = kBackward;
+    loss.backward();
+    collector.phase = kOptimizer;
+    opt.step();
+  } catch (const std::exception& e) {
+    at::removeCallback(handle);
+    g_collector = nullptr;
+    std::string what = e.what();
+    return fail("the training step failed: " + what.substr(0, what.find('\n')));
+  }
+  at::removeCallback(handle);
+  g_collector = nullptr;
+
+  if (o.format == "csv") {
+    std::printf("Op,Calls,Dtypes,Phases,Support\n");
+  } else {
+    std::printf("ops of one %s training step (%s, batch %lld) on %s\n\n", o.model.c_str(), o.dtype.c_str(),
+                static_cast<long long>(o.batch_size), npu::format_device(device).c_str());
+    std::printf("%-44s %6s  %-20s %-26s %s\n", "Op", "Calls", "Dtypes", "Phases", "Support");
+    std::printf("%s\n", std::string(136, '-').c_str());
+  }
+  int refused = 0, low = 0;
+  for (const auto& [name, u] : collector.ops) {
+    std::string dtypes, phases;
+    for (const auto& d : u.dtypes) dtypes += (dtypes.empty() ? "" : " ") + d;
+    for (int p : u.phases) phases += (phases.empty() ? "" : " ") + std::string(kPhaseNames[p]);
+    const std::string how = support(name, u);
+    refused += u.fp64;
+    low += u.low_precision;
+    if (o.format == "csv") {
+      std::printf("%s,%lld,%s,%s,%s\n", csvField(name).c_str(), static_cast<long long>(u.calls), csvField(dtypes).c_str(),
+                  csvField(phases).c_str(), csvField(how).c_str());
+    } else {
+      std::printf("%-44s %6lld  %-20s %-26s %s\n", name.c_str(), static_cast<long long>(u.calls), dtypes.c_str(),
+                  phases.c_str(), how.c_str());
+    }
+  }
+  if (o.format == "text") {
+    std::printf("\n%zu distinct ops: %zu supported, %d refused, %d took the fp16/bf16 -> fp32 path\n",
+                collector.ops.size(), collector.ops.size() - static_cast<size_t>(refused), refused, low);
+  }
+  return refused > 0 ? 2 : 0;
+}
+
+}  // namespace npuscope::cli

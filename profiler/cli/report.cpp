@@ -1,0 +1,338 @@
+#include "cli/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "npuscope/core/chrome_trace.h"
+#include "npuscope/core/format.h"
+#include "npuscope/core/op_table_csv.h"
+#include "npuscope/core/trace_reader.h"
+
+namespace npuscope::cli {
+namespace {
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "npuscope: error: %s\n", message.c_str());
+  return 1;
+}
+
+std::string wallTime(int64_t unix_ns) {
+  const std::time_t t = static_cast<std::time_t>(unix_ns / 1000000000);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+std::string fit(const std::string& s, size_t width) {
+  if (s.size() <= width) return s;
+  return s.substr(0, width - 3) + "...";
+}
+
+double percentile(std::vector<int64_t> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = static_cast<size_t>(std::min<double>(static_cast<double>(v.size() - 1),
+                                                        std::floor(p * static_cast<double>(v.size() - 1) + 0.5)));
+  return static_cast<double>(v[i]);
+}
+
+StatusOr<RunRow> pickRun(TraceReader& reader, int64_t run) {
+  if (run < 0) return reader.latestRun();
+  auto r = reader.run(run);
+  if (!r.isOk()) return notFound(reader.path() + ": no run " + std::to_string(run));
+  return r;
+}
+
+// What a step summary says, computed once for text and JSON.
+struct StepSummary {
+  int64_t recorded = 0;
+  std::vector<int64_t> durations;
+  int64_t host_ns = 0, device_busy_ns = 0;  // over steps that have modeled device time
+  int64_t overflow_steps = 0, skipped_steps = 0;
+  std::optional<double> first_loss, last_loss;
+  std::optional<double> first_scale, last_scale, min_scale, max_scale;
+  struct ScaleChange {
+    int64_t step;
+    double from, to;
+  };
+  std::vector<ScaleChange> scale_changes;
+};
+
+StepSummary summarize(const std::vector<StepRow>& steps, const std::vector<StepDeviceTime>& device) {
+  StepSummary s;
+  s.recorded = static_cast<int64_t>(steps.size());
+  std::vector<const StepDeviceTime*> by_step;
+  size_t d = 0;
+  for (const StepRow& r : steps) {
+    s.durations.push_back(r.dur_ns);
+    s.overflow_steps += r.overflow;
+    s.skipped_steps += r.skipped;
+    if (r.loss) {
+      if (!s.first_loss) s.first_loss = r.loss;
+      s.last_loss = r.loss;
+    }
+    if (r.loss_scale) {
+      if (s.last_scale && *s.last_scale != *r.loss_scale) s.scale_changes.push_back({r.step, *s.last_scale, *r.loss_scale});
+      if (!s.first_scale) s.first_scale = r.loss_scale;
+      s.last_scale = r.loss_scale;
+      s.min_scale = s.min_scale ? std::min(*s.min_scale, *r.loss_scale) : *r.loss_scale;
+      s.max_scale = s.max_scale ? std::max(*s.max_scale, *r.loss_scale) : *r.loss_scale;
+    }
+    while (d < device.size() && device[d].step < r.step) ++d;
+    if (d < device.size() && device[d].step == r.step && device[d].device_ops > 0) {
+      s.host_ns += r.dur_ns;
+      s.device_busy_ns += device[d].device_busy_ns;
+    }
+  }
+  return s;
+}
+
+void printRunHeader(const RunRow& run) {
+  const double secs = run.ended_ns ? static_cast<double>(*run.ended_ns - run.started_ns) / 1e9 : 0;
+  std::printf("run %lld  %s  %s", static_cast<long long>(run.id), run.command.c_str(), run.model.c_str());
+  if (!run.opt_level.empty()) std::printf("  %s", run.opt_level.c_str());
+  if (!run.optimizer.empty()) std::printf("  %s", run.optimizer.c_str());
+  if (!run.device.empty()) std::printf("  %s", run.device.c_str());
+  std::printf("  %s  started %s", run.status.c_str(), wallTime(run.wall_start_ns).c_str());
+  if (run.ended_ns) std::printf("  %.1f s", secs);
+  std::printf("\n");
+  if (!run.results_json.empty()) std::printf("results: %s\n", run.results_json.c_str());
+  if (run.dropped_records > 0) {
+    std::printf("warning: %lld op records were dropped while recording (the writer fell behind)\n",
+                static_cast<long long>(run.dropped_records));
+  }
+}
+
+void printOpTable(const OpAggregateTable& t, bool shapes) {
+  const size_t name_w = 40, shape_w = 36;
+  std::printf("\n%-*s", static_cast<int>(name_w), "Name");
+  if (shapes) std::printf("  %-*s", static_cast<int>(shape_w), "Input Shapes");
+  std::printf("  %8s  %12s  %8s  %12s  %12s  %9s  %14s\n", "Self %", "Self", "Total %", "Total", "Avg", "Calls",
+              "Device (model)");
+  const size_t rule = name_w + (shapes ? shape_w + 2 : 0) + 2 + 8 + 2 + 12 + 2 + 8 + 2 + 12 + 2 + 12 + 2 + 9 + 2 + 14;
+  std::printf("%s\n", std::string(rule, '-').c_str());
+  for (const OpAggregate& r : t.rows) {
+    std::printf("%-*s", static_cast<int>(name_w), fit(r.name, name_w).c_str());
+    if (shapes) std::printf("  %-*s", static_cast<int>(shape_w), fit(r.input_shapes, shape_w).c_str());
+    std::printf("  %7.2f%%  %12s  %7.2f%%  %12s  %12s  %9lld  %14s\n", r.self_pct, formatDuration(r.self_ns).c_str(),
+                r.total_pct, formatDuration(r.total_ns).c_str(),
+                formatDuration(static_cast<int64_t>(r.avg_ns + 0.5)).c_str(), static_cast<long long>(r.calls),
+                r.device_calls ? formatDuration(r.device_ns).c_str() : "-");
+  }
+  std::printf("%s\n", std::string(rule, '-').c_str());
+  std::printf("Self CPU time total: %s   ops: %lld in %lld groups", formatDuration(t.self_sum_ns).c_str(),
+              static_cast<long long>(t.op_count), static_cast<long long>(t.group_count));
+  if (t.total_device_ns > 0) std::printf("   modeled device time total: %s", formatDuration(t.total_device_ns).c_str());
+  std::printf("\n");
+}
+
+void printSteps(const StepSummary& s) {
+  std::printf("\nSteps: %lld recorded\n", static_cast<long long>(s.recorded));
+  if (s.recorded == 0) return;
+  double mean = 0;
+  for (int64_t d : s.durations) mean += static_cast<double>(d);
+  mean /= static_cast<double>(s.durations.size());
+  std::printf("  step time      mean %s  p50 %s  p90 %s  max %s\n", formatDuration(static_cast<int64_t>(mean)).c_str(),
+              formatDuration(static_cast<int64_t>(percentile(s.durations, 0.5))).c_str(),
+              formatDuration(static_cast<int64_t>(percentile(s.durations, 0.9))).c_str(),
+              formatDuration(*std::max_element(s.durations.begin(), s.durations.end())).c_str());
+  if (s.host_ns > 0) {
+    const double busy = static_cast<double>(s.device_busy_ns) / static_cast<double>(s.host_ns);
+    std::printf("  device (model) busy %s of %s host step time: %.1f%% busy, %.1f%% idle%s\n",
+                formatDuration(s.device_busy_ns).c_str(), formatDuration(s.host_ns).c_str(), 100 * busy,
+                100 * (1 - busy), busy < 0.5 ? " (host-bound: the device waits for the host)" : "");
+  }
+  if (s.first_loss) std::printf("  loss           %.4f -> %.4f\n", *s.first_loss, *s.last_loss);
+  if (s.first_scale) {
+    std::printf("  loss scale     %g -> %g (min %g, max %g), %zu changes\n", *s.first_scale, *s.last_scale,
+                *s.min_scale, *s.max_scale, s.scale_changes.size());
+    const size_t show = std::min<size_t>(s.scale_changes.size(), 10);
+    for (size_t i = 0; i < show; ++i) {
+      const auto& c = s.scale_changes[i];
+      std::printf("    step %-8lld %g -> %g (%s)\n", static_cast<long long>(c.step), c.from, c.to,
+                  c.to < c.from ? "backoff" : "growth");
+    }
+    if (s.scale_changes.size() > show) std::printf("    ... %zu more\n", s.scale_changes.size() - show);
+  }
+  std::printf("  overflow steps %lld, skipped steps %lld\n", static_cast<long long>(s.overflow_steps),
+              static_cast<long long>(s.skipped_steps));
+}
+
+nlohmann::json opJson(const OpAggregate& r, bool shapes) {
+  nlohmann::json j = {{"name", r.name},           {"calls", r.calls},           {"self_ns", r.self_ns},
+                      {"total_ns", r.total_ns},   {"avg_ns", r.avg_ns},         {"min_ns", r.min_ns},
+                      {"max_ns", r.max_ns},       {"self_pct", r.self_pct},     {"total_pct", r.total_pct},
+                      {"device_ns", r.device_ns}, {"device_calls", r.device_calls}};
+  if (shapes) j["input_shapes"] = r.input_shapes;
+  return j;
+}
+
+}  // namespace
+
+int runReport(const ReportOptions& o) {
+  if (o.format != "text" && o.format != "csv" && o.format != "json") {
+    return fail("--format: unknown format '" + o.format + "' (expected text, csv or json)");
+  }
+  if (o.top < 0) return fail("--top: expected 0 (every op) or a positive count, got " + std::to_string(o.top));
+  auto sort = parseOpSortKey(o.sort);
+  if (!sort.isOk()) return fail("--sort: " + sort.status().message());
+  auto reader = TraceReader::open(o.file);
+  if (!reader.isOk()) return fail(reader.status().message());
+  TraceReader& r = **reader;
+  Status snap = r.beginSnapshot();
+  if (!snap.isOk()) return fail(snap.message());
+  auto run = pickRun(r, o.run);
+  if (!run.isOk()) return fail(run.status().message());
+
+  OpAggregateQuery q;
+  q.run_id = run->id;
+  q.group_by = o.group_by_shape ? OpGroupBy::kNameAndShapes : OpGroupBy::kName;
+  q.sort = *sort;
+  q.descending = *sort != OpSortKey::kName;
+  q.top_n = static_cast<size_t>(o.top);
+  auto table = r.opAggregates(q);
+  if (!table.isOk()) return fail(table.status().message());
+
+  if (o.format == "csv") {
+    writeOpTableCsv(*table, q.group_by, std::cout);
+    return 0;
+  }
+  auto steps = r.steps(run->id);
+  auto device = r.stepDeviceTimes(run->id);
+  auto overflows = r.overflowEvents(run->id);
+  auto peaks = r.memoryPeaks(run->id);
+  for (const Status& s : {steps.status(), device.status(), overflows.status(), peaks.status()}) {
+    if (!s.isOk()) return fail(s.message());
+  }
+  (void)r.endSnapshot();
+  const StepSummary summary = summarize(*steps, *device);
+
+  if (o.format == "json") {
+    nlohmann::json j;
+    j["file"] = o.file;
+    j["run"] = {{"id", run->id},
+                {"command", run->command},
+                {"model", run->model},
+                {"opt_level", run->opt_level},
+                {"optimizer", run->optimizer},
+                {"device", run->device},
+                {"status", run->status},
+                {"started_ns", run->started_ns},
+                {"wall_start_ns", run->wall_start_ns},
+                {"dropped_records", run->dropped_records}};
+    if (run->ended_ns) j["run"]["ended_ns"] = *run->ended_ns;
+    for (const char* key : {"config", "results"}) {
+      const std::string& text = std::string(key) == "config" ? run->config_json : run->results_json;
+      if (!text.empty()) j["run"][key] = nlohmann::json::parse(text, nullptr, false);
+    }
+    j["ops"] = nlohmann::json::array();
+    for (const OpAggregate& a : table->rows) j["ops"].push_back(opJson(a, o.group_by_shape));
+    j["op_count"] = table->op_count;
+    j["self_sum_ns"] = table->self_sum_ns;
+    j["steps"] = {{"recorded", summary.recorded},
+                  {"overflow_steps", summary.overflow_steps},
+                  {"skipped_steps", summary.skipped_steps},
+                  {"host_ns_with_device_time", summary.host_ns},
+                  {"device_busy_ns", summary.device_busy_ns}};
+    if (!summary.durations.empty()) {
+      j["steps"]["p50_ns"] = percentile(summary.durations, 0.5);
+      j["steps"]["p90_ns"] = percentile(summary.durations, 0.9);
+    }
+    if (summary.first_loss) j["steps"]["first_loss"] = *summary.first_loss, j["steps"]["last_loss"] = *summary.last_loss;
+    if (summary.last_scale) j["steps"]["final_loss_scale"] = *summary.last_scale;
+    j["loss_scale_changes"] = nlohmann::json::array();
+    for (const auto& c : summary.scale_changes) {
+      j["loss_scale_changes"].push_back({{"step", c.step}, {"from", c.from}, {"to", c.to}});
+    }
+    j["overflow_events"] = nlohmann::json::array();
+    for (const OverflowEventRow& e : *overflows) {
+      j["overflow_events"].push_back(
+          {{"step", e.step}, {"ts_ns", e.ts_ns}, {"source", e.source}, {"op_name", e.op_name}, {"detail", e.detail}});
+    }
+    j["memory_peaks"] = nlohmann::json::array();
+    for (const MemoryPeak& p : *peaks) {
+      j["memory_peaks"].push_back({{"device", "npu:" + std::to_string(p.device)},
+                                   {"allocated", p.allocated},
+                                   {"reserved", p.reserved}});
+    }
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+
+  std::printf("%s\n", o.file.c_str());
+  printRunHeader(*run);
+  if (table->op_count == 0) {
+    std::printf("\nno ops recorded in this run\n");
+  } else {
+    std::printf("\nOperators by %s time%s", opSortKeyName(*sort),
+                o.group_by_shape ? " (grouped by name and input shapes)" : "");
+    if (o.top > 0 && table->group_count > o.top) {
+      std::printf(", top %lld of %lld", static_cast<long long>(o.top), static_cast<long long>(table->group_count));
+    }
+    std::printf("\n");
+    printOpTable(*table, o.group_by_shape);
+  }
+  printSteps(summary);
+  std::printf("\nOverflow events: %zu\n", overflows->size());
+  const size_t show = std::min<size_t>(overflows->size(), 20);
+  for (size_t i = 0; i < show; ++i) {
+    const OverflowEventRow& e = (*overflows)[i];
+    std::printf("  step %-8lld %-16s %s%s%s\n", static_cast<long long>(e.step), e.source.c_str(), e.op_name.c_str(),
+                e.detail.empty() ? "" : "  ", e.detail.c_str());
+  }
+  if (overflows->size() > show) std::printf("  ... %zu more\n", overflows->size() - show);
+  std::printf("\nPeak memory:%s\n", peaks->empty() ? " not recorded" : "");
+  for (const MemoryPeak& p : *peaks) {
+    std::printf("  npu:%d  allocated %s  reserved %s\n", p.device, formatBytes(static_cast<uint64_t>(p.allocated)).c_str(),
+                formatBytes(static_cast<uint64_t>(p.reserved)).c_str());
+  }
+  return 0;
+}
+
+int runExport(const ExportOptions& o) {
+  if (o.chrome.empty() && o.csv.empty()) return fail("export: nothing to do (give --chrome OUT.json and/or --csv OUT.csv)");
+  if (o.max_file_mb <= 0) return fail("--max-file-mb: expected a positive size, got " + std::to_string(o.max_file_mb));
+  auto reader = TraceReader::open(o.file);
+  if (!reader.isOk()) return fail(reader.status().message());
+  auto run = pickRun(**reader, o.run);
+  if (!run.isOk()) return fail(run.status().message());
+  if (!o.chrome.empty()) {
+    ChromeTraceOptions c;
+    c.run_id = run->id;
+    c.max_file_bytes = static_cast<uint64_t>(o.max_file_mb) << 20;
+    auto s = exportChromeTrace(**reader, o.chrome, c);
+    if (!s.isOk()) return fail(s.status().message());
+    std::printf("chrome trace of run %lld: %lld op slices, %lld steps, %lld device slices, %lld counters\n",
+                static_cast<long long>(run->id), static_cast<long long>(s->op_events),
+                static_cast<long long>(s->step_events), static_cast<long long>(s->device_events),
+                static_cast<long long>(s->counter_events));
+    for (const std::string& f : s->files) std::printf("  %s\n", f.c_str());
+    if (s->clamped_slices > 0) {
+      std::printf("  %lld slices shortened to nest in their parent\n", static_cast<long long>(s->clamped_slices));
+    }
+    std::printf("open in https://ui.perfetto.dev or chrome://tracing\n");
+  }
+  if (!o.csv.empty()) {
+    OpAggregateQuery q;
+    q.run_id = run->id;
+    auto table = (*reader)->opAggregates(q);
+    if (!table.isOk()) return fail(table.status().message());
+    std::ofstream out(o.csv);
+    if (!out) return fail(o.csv + ": cannot write the CSV file");
+    writeOpTableCsv(*table, q.group_by, out);
+    out.close();
+    if (!out) return fail(o.csv + ": writing failed");
+    std::printf("op table of run %lld (%zu ops): %s\n", static_cast<long long>(run->id), table->rows.size(), o.csv.c_str());
+  }
+  return 0;
+}
+
+}  // namespace npuscope::cli

@@ -1,0 +1,32 @@
+// `npuscope report` and `npuscope export`: everything they show comes from core's TraceReader and
+// exporters; these files only lay it out.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace npuscope::cli {
+
+struct ReportOptions {
+  std::string file;
+  int64_t run = -1;  // -1: the latest run
+  std::string sort = "self";
+  int64_t top = 20;  // 0: every op
+  bool group_by_shape = false;
+  std::string format = "text";  // text | csv | json
+};
+
+// Prints the report on stdout; returns the process exit code (errors: one line on stderr).
+int runReport(const ReportOptions& options);
+
+struct ExportOptions {
+  std::string file;
+  int64_t run = -1;
+  std::string chrome;  // output path of the chrome trace
+  std::string csv;     // output path of the op table as CSV
+  int64_t max_file_mb = 256;
+};
+
+int runExport(const ExportOptions& options);
+
+}  // namespace npuscope::cli

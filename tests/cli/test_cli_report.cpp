@@ -1,0 +1,171 @@
+// `npuscope report`, `export` and `ops` end to end on recorded synthetic runs: the figures are
+// checked against the trace file itself (SQL over op_events), errors are one line + exit 1, and
+// a file that is not ours is never touched.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "cli_run.h"
+
+namespace {
+
+
+std::string tempPath(const std::string& name) {
+  const std::string p = testing::TempDir() + "/npuscope_cli_" + name;
+  for (const char* s : {"", "-wal", "-shm"}) std::remove((p + s).c_str());
+  return p;
+}
+
+int64_t sqlInt(const std::string& db, const std::string& sql) {
+  sqlite3* d = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(db.c_str(), &d, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(d, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(d);
+  int64_t v = -1;
+  if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(d);
+  return v;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// One recorded run shared by the tests of this file (recording takes a few seconds).
+const std::string& recordedDb() {
+  static const std::string db = [] {
+    const std::string p = tempPath("report.db");
+    CliRun r = run("train --dataset synthetic --model cnn --steps 12 --seed 5 --db " + p);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("recorded         run 1 in " + p), std::string::npos) << r.out;
+    return p;
+  }();
+  return db;
+}
+
+TEST(CliReport, TextReportShowsOpsStepsAndMemory) {
+  CliRun r = run("report " + recordedDb());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const char* expect : {"run 1  train  cnn", "Operators by self time, top 20 of", "aten::convolution",
+                             "Self CPU time total:", "Steps: 12 recorded", "step time      mean",
+                             "device (model) busy", "Overflow events: 0", "Peak memory:", "npu:0  allocated"}) {
+    EXPECT_NE(r.out.find(expect), std::string::npos) << "missing \"" << expect << "\" in\n" << r.out;
+  }
+}
+
+TEST(CliReport, JsonFiguresMatchTheFile) {
+  const std::string& db = recordedDb();
+  CliRun r = run("report --json --top 0 " + db, false);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["op_count"].get<int64_t>(), sqlInt(db, "SELECT count(*) FROM op_events WHERE run_id=1"));
+  EXPECT_EQ(j["ops"].size(), static_cast<size_t>(sqlInt(db, "SELECT count(DISTINCT name_id) FROM op_events WHERE run_id=1")));
+  int64_t self = 0, calls = 0;
+  for (const auto& op : j["ops"]) {
+    self += op["self_ns"].get<int64_t>();
+    calls += op["calls"].get<int64_t>();
+  }
+  // Self times partition the time of the top-level ops.
+  EXPECT_EQ(self, sqlInt(db, "SELECT sum(dur_ns) FROM op_events WHERE run_id=1 AND parent_id IS NULL"));
+  EXPECT_EQ(calls, j["op_count"].get<int64_t>());
+  EXPECT_EQ(j["steps"]["recorded"].get<int64_t>(), 12);
+  EXPECT_EQ(j["run"]["config"]["model"], "cnn");
+  EXPECT_EQ(j["run"]["results"]["steps"].get<int64_t>(), 12);
+}
+
+TEST(CliReport, CsvHasOneRowPerOpName) {
+  const std::string& db = recordedDb();
+  CliRun r = run("report --csv --top 0 " + db, false);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("Name,Self CPU %,Self CPU (us)", 0), 0u) << r.out.substr(0, 200);
+  const int64_t lines = std::count(r.out.begin(), r.out.end(), '\n');
+  EXPECT_EQ(lines, 1 + sqlInt(db, "SELECT count(DISTINCT name_id) FROM op_events WHERE run_id=1"));
+  CliRun shapes = run("report --csv --group-by-shape --top 5 " + db, false);
+  ASSERT_EQ(shapes.exit_code, 0);
+  EXPECT_EQ(shapes.out.rfind("Name,Input Shapes,", 0), 0u);
+  EXPECT_EQ(std::count(shapes.out.begin(), shapes.out.end(), '\n'), 6);
+}
+
+TEST(CliExport, ChromeTraceAndCsvFiles) {
+  const std::string& db = recordedDb();
+  const std::string json = tempPath("trace.json"), csv = tempPath("ops.csv");
+  CliRun r = run("export " + db + " --chrome " + json + " --csv " + csv);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("12 steps"), std::string::npos) << r.out;
+  const nlohmann::json trace = nlohmann::json::parse(slurp(json));
+  int steps = 0;
+  for (const auto& e : trace["traceEvents"]) steps += e.value("name", "").rfind("ProfilerStep#", 0) == 0;
+  EXPECT_EQ(steps, 12);
+  EXPECT_EQ(slurp(csv).rfind("Name,Self CPU %", 0), 0u);
+}
+
+TEST(CliOps, CoverageOfTheCnnStep) {
+  CliRun r = run("ops --model cnn --batch-size 8");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const char* expect : {"aten::convolution", "aten::max_pool2d_with_indices", "forward", "backward", "optimizer",
+                             "npu kernel", "CPU kernel, zero-copy", "distinct ops:", "0 refused"}) {
+    EXPECT_NE(r.out.find(expect), std::string::npos) << "missing \"" << expect << "\" in\n" << r.out;
+  }
+  CliRun half = run("ops --model mlp --dtype float16 --batch-size 8");
+  ASSERT_EQ(half.exit_code, 0) << half.out;
+  EXPECT_NE(half.out.find("Half"), std::string::npos) << half.out;
+  EXPECT_NE(half.out.find("fp16/bf16 computed in fp32, rounded"), std::string::npos) << half.out;
+}
+
+TEST(CliReport, TwoRunsInOneFile) {
+  const std::string db = tempPath("two.db");
+  ASSERT_EQ(run("train --dataset synthetic --model mlp --steps 3 --db " + db).exit_code, 0);
+  ASSERT_EQ(run("train --dataset synthetic --model cnn --steps 2 --db " + db).exit_code, 0);
+  CliRun latest = run("report " + db);
+  EXPECT_NE(latest.out.find("run 2  train  cnn"), std::string::npos) << latest.out;
+  CliRun first = run("report --run 1 " + db);
+  EXPECT_NE(first.out.find("run 1  train  mlp"), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("Steps: 3 recorded"), std::string::npos) << first.out;
+}
+
+TEST(CliReport, BadInputIsOneClearLineAndNothingIsTouched) {
+  const std::string junk = tempPath("junk.db");
+  {
+    std::ofstream out(junk, std::ios::binary);
+    for (int i = 0; i < 4096; ++i) out.put(static_cast<char>((i * 7919) & 0xff));
+  }
+  const std::string before = slurp(junk);
+  const std::string& db = recordedDb();
+  struct Case {
+    std::string args, expect;
+  } cases[] = {
+      {"report /nonexistent/x.db", "/nonexistent/x.db"},
+      {"report " + junk, junk + ": not an npuscope trace file"},
+      {"report --run 99 " + db, "no run 99"},
+      {"report --sort bogus " + db, "--sort: unknown sort key 'bogus'"},
+      {"report --csv --json " + db, "--csv and --json exclude each other"},
+      {"export " + db, "export: nothing to do"},
+      {"export " + db + " --chrome /nonexistent/dir/t.json", "/nonexistent/dir/t.json"},
+      {"train --dataset synthetic --steps 2 --db " + junk, junk + ": not an npuscope trace file"},
+      {"train --dataset synthetic --steps 2 --schedule wait=x --db " + tempPath("s.db"), "--schedule"},
+      {"ops --dtype float64", "--dtype 'float64': expected float32, float16 or bfloat16"},
+  };
+  for (const auto& c : cases) {
+    CliRun r = run(c.args);
+    EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find("npuscope: error: "), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.args << "\n" << r.out;
+    // One error line, the last thing printed (train may have announced itself before it).
+    const size_t first = r.out.find("npuscope: error: ");
+    EXPECT_EQ(r.out.find("npuscope: error: ", first + 1), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_EQ(r.out.find('\n', first), r.out.size() - 1) << "one line: " << c.args << "\n" << r.out;
+  }
+  EXPECT_EQ(slurp(junk), before) << "a file that is not ours was modified";
+}
+
+}  // namespace
