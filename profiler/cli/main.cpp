@@ -8,6 +8,8 @@
 
 #include "cli/ops_command.h"
 #include "cli/report.h"
+#include "dump_commands.h"
+#include "npuscope/core/format.h"
 #include "npuscope/device/npu.h"
 #include "workloads/models.h"
 #include "workloads/trainer.h"
@@ -66,6 +68,9 @@ int main(int argc, char** argv) {
   train->add_option("--schedule", t.schedule,
                     "Profiler schedule: skip_first=N,wait=N,warmup=N,active=N,repeat=N (default: every step)");
 
+  npuscope::dumper::DumpCliOptions dump_opts;
+  npuscope::dumper::addTrainDumpOptions(*train, dump_opts);
+
   npuscope::cli::ReportOptions rep;
   auto* report = app.add_subcommand("report", "Print a run's op table, step and loss-scale summary, overflows, memory");
   report->add_option("file", rep.file, "Trace file")->required();
@@ -94,6 +99,9 @@ int main(int argc, char** argv) {
   bool ops_csv = false;
   ops_cmd->add_flag("--csv", ops_csv, "CSV on stdout");
 
+  int exit_code = 0;  // set by the dump / compare callbacks
+  npuscope::dumper::addDumpCommands(app, exit_code);
+
   CLI11_PARSE(app, argc, argv);
 
   if (ops_cmd->parsed()) {
@@ -109,6 +117,9 @@ int main(int argc, char** argv) {
   if (exporter->parsed()) return npuscope::cli::runExport(exp);
   if (train->parsed()) {
     if (no_db) t.db.clear();
+    auto dumping = npuscope::dumper::configureDumperFromCli(dump_opts);
+    if (!dumping.isOk()) return fail(dumping.status().message());
+    t.dump = *dumping;
     Progress progress;
     std::fprintf(stderr, "training %s on %s (%s, batch %lld, lr %g)\n", t.model.c_str(), t.device.c_str(),
                  t.dataset.c_str(), static_cast<long long>(t.batch_size), t.lr);
@@ -128,6 +139,13 @@ int main(int argc, char** argv) {
       if (r->dropped_records > 0) std::printf(", %llu dropped", static_cast<unsigned long long>(r->dropped_records));
       std::printf("); see: npuscope report %s\n", t.db.c_str());
     }
+    if (t.dump) {
+      std::printf("dumped           %llu tensors (%s) into %s", static_cast<unsigned long long>(r->dumped_tensors),
+                  npuscope::formatBytes(r->dumped_bytes).c_str(), t.db.c_str());
+      if (!r->dump_directory.empty()) std::printf(" and %s", r->dump_directory.c_str());
+      std::printf("; see: npuscope dump list %s\n", t.db.c_str());
+      if (!r->dump_error.empty()) std::fprintf(stderr, "npuscope: warning: dumping stopped: %s\n", r->dump_error.c_str());
+    }
   }
-  return 0;
+  return exit_code;
 }

@@ -153,6 +153,7 @@ Status RecordingSession::stop(const std::string& status, const std::string& resu
   return st;
 }
 
+TraceWriter* RecordingSession::writer() const { return impl_->writer.get(); }
 int64_t RecordingSession::runId() const { return impl_->run_id; }
 int64_t RecordingSession::currentStep() const { return impl_->step; }
 uint64_t RecordingSession::recordedOps() const { return recorder::recordedOps(); }

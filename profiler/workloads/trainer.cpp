@@ -10,6 +10,7 @@
 
 #include "npuscope/core/clock.h"
 #include "npuscope/device/npu.h"
+#include "npuscope/dumper/dumper.h"
 #include "npuscope/profiler/session.h"
 #include "workloads/fashion_mnist.h"
 #include "workloads/models.h"
@@ -102,6 +103,13 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
     so.run.config_json = configJson(o);
     ASSIGN_OR_RETURN(session, profiler::RecordingSession::start(so));
   }
+  if (o.dump && !session) return invalidArgument("--no-db: op dumps are stored in the trace file; give --db");
+  dumper::Dumper& dump = dumper::Dumper::instance();
+  if (o.dump) {
+    profiler::RecordingSession* s = session.get();
+    dump.attach(s->writer(), [s] { return s->currentStep(); });
+    RETURN_IF_ERROR(dump.start());
+  }
 
   model->to(device);
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(o.lr).momentum(o.momentum));
@@ -142,6 +150,15 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
   r.samples_per_second = r.seconds > 0 ? static_cast<double>(r.steps * o.batch_size) / r.seconds : 0;
   r.test_accuracy = evaluate(*model, test_set, device, 256);
   r.test_samples = test_set.size();
+  if (o.dump) {
+    const Status stopped = dump.stop();
+    const dumper::DumperCounters c = dump.counters();
+    r.dumped_tensors = c.tensors;
+    r.dumped_bytes = c.payload_bytes;
+    r.dump_directory = dump.dumpDirectory();
+    if (!stopped.isOk()) r.dump_error = stopped.message();
+    if (!dump.status().isOk()) r.dump_error = dump.status().message();
+  }
   if (session) {
     r.run_id = session->runId();
     r.recorded_ops = session->recordedOps();

@@ -24,6 +24,7 @@ struct TrainOptions {
   int64_t synthetic_size = 2048;
   std::string db;        // trace file to record into ("": no recording)
   std::string schedule;  // profiler schedule, e.g. "wait=1,warmup=1,active=3" ("": every step)
+  bool dump = false;     // the dumper is configured (ACL_DUMP_DATA / --dump-config): capture ops
 };
 
 struct TrainResult {
@@ -36,6 +37,10 @@ struct TrainResult {
   int64_t run_id = -1;        // the run in `db`, when recorded
   uint64_t recorded_ops = 0;
   uint64_t dropped_records = 0;
+  uint64_t dumped_tensors = 0;
+  uint64_t dumped_bytes = 0;
+  std::string dump_directory;  // Ascend dump files, when the config has a dump_path
+  std::string dump_error;      // why dumping stopped early, if it did
 };
 
 // Progress callback: step (1-based), total steps, current loss, steps/s so far.

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "npuscope/core/records.h"
+#include "npuscope/core/trace_writer.h"
 #include "npuscope/core/status.h"
 
 namespace npuscope::profiler {
@@ -83,6 +84,8 @@ class RecordingSession {
   // Time step() spent waiting for the writer (see SessionOptions::max_backlog_records).
   int64_t throttledNs() const;
   static RecordingSession* active();
+  // The session's writer, for other recorders of the same run (the dumper's tensor rows).
+  TraceWriter* writer() const;
 
  private:
   struct Impl;
