@@ -1,11 +1,323 @@
-#include <QLabel>
+#include "npuscope/gui/main_window.h"
 
+#include <QAction>
+#include <QApplication>
+#include <QDockWidget>
+#include <QDragEnterEvent>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QItemSelectionModel>
+#include <QJsonDocument>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QSettings>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTextBrowser>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "npuscope/gui/compare_view.h"
+#include "npuscope/gui/dumps_view.h"
 #include "npuscope/gui/gui.h"
+#include "npuscope/gui/models.h"
+#include "npuscope/gui/operators_view.h"
+#include "npuscope/gui/record_dialog.h"
+#include "npuscope/gui/timeline_panel.h"
+#include "npuscope/gui/timeline_view.h"
+#include "npuscope/gui/trace_document.h"
+#include "npuscope/gui/training_view.h"
+#include "npuscope/gui/units.h"
 
 namespace npuscope::gui {
-QWidget* createMainWindow() {
-  auto* label = new QLabel("npuscope workbench");
-  label->setWindowTitle("npuscope");
-  return label;
+
+QWidget* createMainWindow() { return new MainWindow(); }
+
+namespace {
+
+QString prettyJson(const std::string& text) {
+  if (text.empty()) return QStringLiteral("\u2013");
+  const QJsonDocument d = QJsonDocument::fromJson(QByteArray::fromStdString(text));
+  const QString s = d.isNull() ? QString::fromStdString(text) : QString::fromUtf8(d.toJson(QJsonDocument::Indented));
+  return "<pre style='margin:0'>" + s.toHtmlEscaped() + "</pre>";
 }
+
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  setWindowTitle("npuscope");
+  setAcceptDrops(true);
+  doc_ = new TraceDocument(this);
+
+  // Run list dock.
+  runs_ = new RunListModel(this);
+  run_table_ = new QTableView(this);
+  run_table_->setModel(runs_);
+  run_table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  run_table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  run_table_->verticalHeader()->hide();
+  run_table_->verticalHeader()->setDefaultSectionSize(20);
+  run_table_->horizontalHeader()->setStretchLastSection(true);
+  run_table_->setColumnHidden(RunListModel::kStarted, true);
+  run_table_->setColumnHidden(RunListModel::kDevice, true);
+  run_table_->setColumnHidden(RunListModel::kDropped, true);
+  run_details_ = new QTextBrowser(this);
+  auto* side = new QSplitter(Qt::Vertical, this);
+  side->addWidget(run_table_);
+  side->addWidget(run_details_);
+  side->setSizes({220, 400});
+  side->setMinimumWidth(300);
+  auto* dock = new QDockWidget(tr("Runs"), this);
+  dock->setObjectName("runs");
+  dock->setWidget(side);
+  dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
+  addDockWidget(Qt::LeftDockWidgetArea, dock);
+  resizeDocks({dock}, {420}, Qt::Horizontal);
+
+  // Views.
+  tabs_ = new QTabWidget(this);
+  timeline_ = new TimelinePanel(doc_, this);
+  operators_ = new OperatorsView(doc_, this);
+  training_ = new TrainingView(doc_, this);
+  dumps_ = new DumpsView(doc_, this);
+  compare_ = new CompareView(doc_, this);
+  tabs_->addTab(timeline_, tr("Timeline"));
+  tabs_->addTab(operators_, tr("Operators"));
+  tabs_->addTab(training_, tr("Training"));
+  tabs_->addTab(dumps_, tr("Dumps"));
+  tabs_->addTab(compare_, tr("Compare"));
+
+  // Message bar for errors.
+  message_bar_ = new QWidget(this);
+  message_bar_->setStyleSheet("background:#fde4e1; color:#7a1a12;");
+  message_ = new QLabel(message_bar_);
+  message_->setWordWrap(true);
+  message_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  auto* dismiss = new QToolButton(message_bar_);
+  dismiss->setText("\u2715");
+  dismiss->setAutoRaise(true);
+  auto* mb = new QHBoxLayout(message_bar_);
+  mb->setContentsMargins(10, 6, 6, 6);
+  mb->addWidget(message_, 1);
+  mb->addWidget(dismiss);
+  message_bar_->hide();
+  connect(dismiss, &QToolButton::clicked, message_bar_, &QWidget::hide);
+
+  auto* central = new QWidget(this);
+  auto* cl = new QVBoxLayout(central);
+  cl->setContentsMargins(0, 0, 0, 0);
+  cl->setSpacing(0);
+  cl->addWidget(message_bar_);
+  cl->addWidget(tabs_, 1);
+  setCentralWidget(central);
+  status_ = new QLabel(tr("Open a trace file (File > Open, or drop it here)."), this);
+  statusBar()->addWidget(status_, 1);
+
+  // Menus.
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  QAction* open = file->addAction(tr("&Open\u2026"), this, [this] {
+    const QString p = QFileDialog::getOpenFileName(this, tr("Open trace"), QString(),
+                                                   tr("npuscope traces (*.db *.sqlite);;All files (*)"));
+    if (!p.isEmpty()) openFile(p);
+  });
+  open->setShortcut(QKeySequence::Open);
+  recent_menu_ = file->addMenu(tr("Open &Recent"));
+  file->addAction(tr("&Record\u2026"), this, &MainWindow::showRecordDialog)->setShortcut(QKeySequence("Ctrl+R"));
+  file->addSeparator();
+  file->addAction(tr("&Quit"), this, &QWidget::close)->setShortcut(QKeySequence::Quit);
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("Timeline keys"), this, [this] {
+    QMessageBox::information(this, tr("Timeline keys"),
+                             tr("Ctrl+wheel, W / S: zoom around the mouse\nDrag, A / D, Shift+wheel: pan\n"
+                                "Wheel: scroll tracks\nShift+drag, or drag on the ruler: select a time range\n"
+                                "Click: slice details; double-click: zoom to it\nF: fit step; 0: fit run; "
+                                "Esc: clear\nCtrl+F: search"));
+  });
+  rebuildRecentMenu();
+
+  connect(doc_, &TraceDocument::errorOccurred, this, &MainWindow::showError);
+  connect(doc_, &TraceDocument::runsChanged, this, &MainWindow::onRunsChanged);
+  connect(doc_, &TraceDocument::loadStarted, this, [this](qint64 id) {
+    status_->setText(tr("Loading run #%1\u2026").arg(id));
+    QApplication::setOverrideCursor(Qt::BusyCursor);
+  });
+  connect(doc_, &TraceDocument::runLoaded, this, [this](qint64 id, bool refreshed) {
+    QApplication::restoreOverrideCursor();
+    const TimelineData* d = doc_->timeline();
+    const RunRow* r = doc_->runById(id);
+    status_->setText(tr("%1 \u2014 run #%2%3: %L4 ops, %L5 steps, %6")
+                         .arg(doc_->path())
+                         .arg(id)
+                         .arg(r && r->status == "running" ? tr(" (running, live)") : QString())
+                         .arg(d ? d->opCount() : 0)
+                         .arg(d ? d->steps().size() : 0)
+                         .arg(d ? formatNs(d->endNs() - d->beginNs()) : QString()));
+    (void)refreshed;
+  });
+  connect(doc_, &TraceDocument::errorOccurred, this, [] {
+    while (QApplication::overrideCursor()) QApplication::restoreOverrideCursor();
+  });
+  connect(run_table_->selectionModel(), &QItemSelectionModel::selectionChanged, this,
+          &MainWindow::onRunSelectionChanged);
+  connect(operators_, &OperatorsView::opSelected, this, [this](const QString& name, const QString& shapes, bool by) {
+    if (name.isEmpty()) timeline_->view()->clearHighlight();
+    else timeline_->view()->setHighlight(name, by ? &shapes : nullptr);
+  });
+  connect(operators_, &OperatorsView::opActivated, this, [this](const QString& name, const QString&, bool) {
+    tabs_->setCurrentWidget(timeline_);
+    timeline_->search(name);
+    timeline_->nextMatch();
+  });
+  connect(training_, &TrainingView::stepActivated, this, [this](qint64 step) {
+    tabs_->setCurrentWidget(timeline_);
+    timeline_->openStep(step);
+  });
+  resize(1500, 900);
+}
+
+MainWindow::~MainWindow() {
+  while (QApplication::overrideCursor()) QApplication::restoreOverrideCursor();
+}
+
+bool MainWindow::openFile(const QString& path, bool sync) {
+  const bool old = sync_;
+  sync_ = sync_ || sync;
+  message_bar_->hide();
+  const bool ok = doc_->open(path);
+  if (ok) {
+    addRecent(QFileInfo(path).absoluteFilePath());
+    setWindowTitle(QString("npuscope \u2014 %1").arg(QFileInfo(path).fileName()));
+  }
+  sync_ = old;
+  return ok;
+}
+
+void MainWindow::showError(const QString& message) {
+  last_error_ = message;
+  message_->setText(message);
+  message_bar_->show();
+  status_->setText(tr("Error: %1").arg(message));
+}
+
+void MainWindow::onRunsChanged() {
+  // Keep the selected runs across a refresh; otherwise pick the latest run.
+  std::vector<int64_t> keep;
+  for (const QModelIndex& i : run_table_->selectionModel()->selectedRows()) {
+    if (const RunRow* r = runs_->runAt(i.row())) keep.push_back(r->id);
+  }
+  selecting_ = true;
+  runs_->setRuns(doc_->runs());
+  for (int c = 0; c < RunListModel::kColumnCount - 1; ++c) run_table_->resizeColumnToContents(c);
+  selecting_ = false;
+  if (keep.empty() && !doc_->runs().empty()) keep.push_back(doc_->runs().front().id);
+  std::vector<int64_t> present;
+  for (int64_t id : keep) {
+    if (doc_->runById(id)) present.push_back(id);
+  }
+  const bool same = present.size() == 1 && doc_->currentRun() == present.front();
+  if (same) {  // live refresh: the document reloads the run itself
+    selecting_ = true;
+    selectRuns(present);
+    selecting_ = false;
+    return;
+  }
+  selectRuns(present);
+  if (doc_->runs().empty()) showError(tr("%1 holds no runs yet.").arg(doc_->path()));
+}
+
+void MainWindow::selectRuns(const std::vector<int64_t>& ids) {
+  QItemSelection sel;
+  for (int64_t id : ids) {
+    const int row = runs_->rowOfRun(id);
+    if (row >= 0) sel.select(runs_->index(row, 0), runs_->index(row, RunListModel::kColumnCount - 1));
+  }
+  run_table_->selectionModel()->select(sel, QItemSelectionModel::ClearAndSelect);
+  if (!ids.empty()) {
+    const int row = runs_->rowOfRun(ids.front());
+    if (row >= 0) run_table_->selectionModel()->setCurrentIndex(runs_->index(row, 0), QItemSelectionModel::NoUpdate);
+  }
+}
+
+void MainWindow::onRunSelectionChanged() {
+  std::vector<const RunRow*> picked;
+  for (const QModelIndex& i : run_table_->selectionModel()->selectedRows()) {
+    if (const RunRow* r = runs_->runAt(i.row())) picked.push_back(r);
+  }
+  std::sort(picked.begin(), picked.end(), [](const RunRow* a, const RunRow* b) { return a->id < b->id; });
+  QString html;
+  for (const RunRow* r : picked) {
+    html += QString("<h3 style='margin:4px 0'>Run #%1 \u2014 %2</h3>").arg(r->id).arg(QString::fromStdString(r->status));
+    html += "<p style='margin:0'>" +
+            QString("%1 %2 %3 %4 on %5")
+                .arg(QString::fromStdString(r->command), QString::fromStdString(r->model),
+                     QString::fromStdString(r->opt_level), QString::fromStdString(r->optimizer),
+                     QString::fromStdString(r->device))
+                .toHtmlEscaped() +
+            "</p>";
+    if (r->ended_ns) html += tr("<p style='margin:0'>duration %1</p>").arg(formatNs(*r->ended_ns - r->started_ns));
+    if (r->dropped_records) {
+      html += tr("<p style='margin:0;color:#b3261e'>%L1 op records dropped (writer queue full)</p>").arg(r->dropped_records);
+    }
+    html += tr("<p style='margin:6px 0 0 0'><b>Config</b></p>") + prettyJson(r->config_json);
+    html += tr("<p style='margin:6px 0 0 0'><b>Results</b></p>") + prettyJson(r->results_json);
+  }
+  run_details_->setHtml(html);
+  if (selecting_ || picked.empty()) return;
+  if (picked.size() == 2) {
+    compare_->compareRuns(picked[1]->id, picked[0]->id);  // the newer run against the older as bench
+    if (doc_->currentRun() != picked[1]->id) doc_->loadRun(picked[1]->id, sync_);
+    return;
+  }
+  if (doc_->currentRun() != picked.front()->id) doc_->loadRun(picked.front()->id, sync_);
+}
+
+void MainWindow::addRecent(const QString& path) {
+  QSettings s("npuscope", "workbench");
+  QStringList recent = s.value("recent").toStringList();
+  recent.removeAll(path);
+  recent.prepend(path);
+  while (recent.size() > 10) recent.removeLast();
+  s.setValue("recent", recent);
+  rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu() {
+  recent_menu_->clear();
+  QSettings s("npuscope", "workbench");
+  const QStringList recent = s.value("recent").toStringList();
+  for (const QString& p : recent) recent_menu_->addAction(p, this, [this, p] { openFile(p); });
+  recent_menu_->setEnabled(!recent.isEmpty());
+}
+
+void MainWindow::showRecordDialog() {
+  if (!record_) {
+    record_ = new RecordDialog(this);
+    connect(record_, &RecordDialog::outputFileReady, this, [this](const QString& p) {
+      if (openFile(p)) doc_->setPollInterval(1000);
+    });
+    connect(record_, &RecordDialog::finished, this, [this](const QString& p) {
+      if (doc_->path() == p) doc_->poll();
+      else openFile(p);
+    });
+    connect(record_, &RecordDialog::failed, this, &MainWindow::showError);
+  }
+  record_->show();
+  record_->raise();
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
+  if (e->mimeData()->hasUrls()) e->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* e) {
+  const auto urls = e->mimeData()->urls();
+  if (!urls.isEmpty() && urls.front().isLocalFile()) openFile(urls.front().toLocalFile());
+}
+
 }  // namespace npuscope::gui

@@ -1,0 +1,127 @@
+// The timeline's in-memory model of one run: every op of every thread in a compact form,
+// arranged so that a frame draws in O(pixels x depth x log n) whatever the run's size, plus the
+// modeled device stream lanes and the step table. Loaded once per run (in parallel, each worker
+// with its own read-only TraceReader, so it may run off the GUI thread); everything after the
+// load is plain memory and never touches SQLite. Qt-free, so tests and benchmarks can drive it
+// directly.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "npuscope/core/status.h"
+#include "npuscope/core/trace_reader.h"
+
+namespace npuscope::gui {
+
+// One op, 72 bytes. Strings are indices into TimelineData::strings (0 is "").
+struct Slice {
+  int64_t start_ns = 0;
+  int64_t dur_ns = 0;
+  int64_t id = 0;
+  int64_t parent_id = -1;
+  int64_t seq_nr = -1;
+  int64_t device_start_ns = -1;
+  int64_t device_dur_ns = -1;
+  int32_t step = -1;
+  uint32_t name = 0;
+  uint32_t shapes = 0;
+  uint32_t dtypes = 0;
+  int16_t depth = 0;
+  int8_t device = -1;
+  uint8_t is_backward = 0;
+  int64_t end() const { return start_ns + dur_ns; }
+};
+
+enum class LaneKind { kThread, kDevice };
+
+// A track of the timeline. Thread lanes hold the thread's ops grouped by depth (depth 0 first),
+// each depth block in start order; on one thread ops of equal depth never overlap, so within a
+// block ends are in order too and a binary search finds the visible ones. A device lane holds
+// the modeled stream of one npu: copies of its leaf ops with start/dur set to the modeled
+// device start/duration, all at depth 0 (the `id` leads back to the host op).
+struct Lane {
+  LaneKind kind = LaneKind::kThread;
+  int64_t thread_id = 0;  // thread lanes
+  int32_t device = -1;    // device lanes
+  std::string title;
+  int64_t backward_ops = 0;
+  std::vector<Slice> slices;
+  std::vector<uint32_t> depth_begin;  // depth d occupies [depth_begin[d], depth_begin[d + 1])
+  int depthCount() const { return depth_begin.empty() ? 0 : static_cast<int>(depth_begin.size()) - 1; }
+  // Indices [first, last) of depth `d` slices that overlap [begin_ns, end_ns).
+  std::pair<uint32_t, uint32_t> visible(int d, int64_t begin_ns, int64_t end_ns) const;
+  // First index of depth `d` whose start is >= t (depth_begin[d + 1] when none).
+  uint32_t lowerBound(int d, int64_t t) const;
+  // The depth-`d` slice covering `t`, or -1.
+  int64_t at(int d, int64_t t) const;
+};
+
+// A slice of the timeline: lane index and index into that lane's slices.
+struct SliceRef {
+  int lane = -1;
+  uint32_t index = 0;
+  bool valid() const { return lane >= 0; }
+  bool operator==(const SliceRef& o) const { return lane == o.lane && index == o.index; }
+  bool operator!=(const SliceRef& o) const { return !(*this == o); }
+};
+
+class TimelineData {
+ public:
+  // Reads every op of `run_id` from the file at `path`, with `workers` parallel readers (0: one
+  // per hardware thread, at most 4). Also reads the steps. Errors name the file.
+  static StatusOr<std::unique_ptr<TimelineData>> load(const std::string& path, int64_t run_id, int workers = 0);
+
+  int64_t runId() const { return run_id_; }
+  int64_t beginNs() const { return begin_ns_; }
+  int64_t endNs() const { return end_ns_; }
+  int64_t opCount() const { return op_count_; }
+  const std::vector<Lane>& lanes() const { return lanes_; }
+  const std::vector<StepRow>& steps() const { return steps_; }
+  const std::string& str(uint32_t i) const { return strings_[i < strings_.size() ? i : 0]; }
+  size_t stringCount() const { return strings_.size(); }
+  const Slice& slice(SliceRef r) const { return lanes_[r.lane].slices[r.index]; }
+
+  // The host op with this id (its thread lane), or an invalid ref.
+  SliceRef findById(int64_t id) const;
+  // The device-lane copy of a host op, or an invalid ref.
+  SliceRef deviceCopyOf(SliceRef host) const;
+  // The op's duration minus its direct children's durations.
+  int64_t selfNs(SliceRef r) const;
+  // The forward/backward partner by autograd sequence number: for a forward op the outermost
+  // backward op with its seq_nr, for a backward op the outermost forward op. Invalid if none.
+  SliceRef partner(SliceRef r) const;
+  // The step row covering `t`, or nullptr.
+  const StepRow* stepAt(int64_t t) const;
+  const StepRow* stepByIndex(int64_t step) const;
+
+  // The op table of the ops that start in `window` on host threads, with exactly the semantics
+  // of TraceReader::opAggregates (self time = duration minus direct children's durations,
+  // wherever those start; percentages of the selected ops' summed self time).
+  OpAggregateTable aggregate(const TimeWindow& window, OpGroupBy group_by = OpGroupBy::kName,
+                             OpSortKey sort = OpSortKey::kSelfTime) const;
+
+  // Host ops whose name contains `needle` (case-insensitive), in start order.
+  std::vector<SliceRef> search(std::string_view needle) const;
+  // The index of string `s`; 0 when the run has no such string.
+  uint32_t stringIndex(std::string_view s) const;
+
+ private:
+  TimelineData() = default;
+  int64_t run_id_ = 0;
+  int64_t begin_ns_ = 0;
+  int64_t end_ns_ = 0;
+  int64_t op_count_ = 0;
+  std::vector<Lane> lanes_;
+  std::vector<std::string> strings_;
+  std::vector<StepRow> steps_;
+  int host_lanes_ = 0;  // lanes_[0, host_lanes_) are thread lanes
+};
+
+// Sorts an op table the way TraceReader::opAggregates does.
+void sortOpTable(std::vector<OpAggregate>* rows, OpSortKey sort, bool descending);
+
+}  // namespace npuscope::gui

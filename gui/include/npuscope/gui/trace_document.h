@@ -1,0 +1,91 @@
+// The open trace file as the workbench sees it: the reader, the file's runs, and the run being
+// looked at (its timeline, overflow events, dumps and memory). Every failure (not an npuscope
+// file, newer schema, corrupt file, a query that fails on a damaged file) is reported through
+// errorOccurred with a message for a person; nothing here throws or aborts.
+//
+// A file still being written (a run with status "running") is polled: when the file or its WAL
+// changes, the run list and the current run are re-read and runLoaded fires again with
+// `refreshed` set, so views keep their viewport.
+#pragma once
+
+#include <QDateTime>
+#include <QFutureWatcher>
+#include <QObject>
+#include <QString>
+#include <QTimer>
+#include <memory>
+#include <vector>
+
+#include "npuscope/core/trace_reader.h"
+#include "npuscope/gui/timeline_data.h"
+
+namespace npuscope::gui {
+
+struct RunLoad;
+
+class TraceDocument : public QObject {
+  Q_OBJECT
+
+ public:
+  explicit TraceDocument(QObject* parent = nullptr);
+  ~TraceDocument() override;
+
+  // Opens `path` and reads its runs. On failure emits errorOccurred, keeps the previous file
+  // open and returns false.
+  bool open(const QString& path);
+  void close();
+  bool isOpen() const { return reader_ != nullptr; }
+  QString path() const { return path_; }
+  TraceReader* reader() { return reader_.get(); }
+
+  const std::vector<RunRow>& runs() const { return runs_; }
+  const RunRow* runById(int64_t id) const;
+
+  // Loads run `run_id`: synchronously (tests, benchmarks, small files) or in the background;
+  // either way runLoaded fires on success and errorOccurred on failure.
+  bool loadRun(int64_t run_id, bool sync = false);
+  bool isLoading() const { return watcher_ != nullptr; }
+  int64_t currentRun() const { return data_ ? data_->runId() : -1; }
+  const TimelineData* timeline() const { return data_.get(); }
+  const std::vector<OverflowEventRow>& overflowEvents() const { return overflow_; }
+  const std::vector<TensorDumpInfo>& dumps() const { return dumps_; }
+  // A whole-run memory track, downsampled to a few thousand points (peaks kept).
+  const std::vector<MemorySample>& memoryOverview() const { return memory_; }
+  // Memory samples of the current run in `window`, at most about max_points per device.
+  std::vector<MemorySample> memory(const TimeWindow& window, size_t max_points);
+
+  // Live refresh: poll every `ms` while the file holds a running run (0 stops polling).
+  void setPollInterval(int ms);
+  // One poll now; returns true when the file changed and was re-read.
+  bool poll();
+  // Re-read the current run on the calling thread when polling finds a change (tests).
+  void setSynchronousRefresh(bool sync) { sync_refresh_ = sync; }
+
+ signals:
+  void errorOccurred(const QString& message);
+  void fileOpened(const QString& path);
+  void runsChanged();
+  void loadStarted(qint64 run_id);
+  void runLoaded(qint64 run_id, bool refreshed);
+
+ private:
+  void finishLoad(std::shared_ptr<RunLoad> load, bool refreshed);
+  bool reloadRuns();
+  QString fileStamp() const;
+  bool anyRunning() const;
+
+  QString path_;
+  std::unique_ptr<TraceReader> reader_;
+  std::vector<RunRow> runs_;
+  std::unique_ptr<TimelineData> data_;
+  std::vector<OverflowEventRow> overflow_;
+  std::vector<TensorDumpInfo> dumps_;
+  std::vector<MemorySample> memory_;
+  QFutureWatcher<std::shared_ptr<RunLoad>>* watcher_ = nullptr;
+  int64_t pending_run_ = -1;
+  QTimer poll_timer_;
+  QString stamp_;
+  bool sync_refresh_ = false;
+};
+
+}  // namespace npuscope::gui

@@ -1,0 +1,508 @@
+#include "npuscope/gui/timeline_data.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <limits>
+#include <thread>
+#include <unordered_map>
+
+namespace npuscope::gui {
+
+namespace {
+
+constexpr int64_t kMinTime = std::numeric_limits<int64_t>::min();
+constexpr int64_t kMaxTime = std::numeric_limits<int64_t>::max();
+
+// Per-worker interning of the reader's string views. The reader hands out views into its own
+// cache, so a pointer identifies a string; the content check guards against a cache reload of
+// a live file reusing an address.
+class LocalStrings {
+ public:
+  uint32_t id(std::string_view s) {
+    if (s.empty()) return 0;
+    auto it = by_ptr_.find(s.data());
+    if (it != by_ptr_.end() && values_[it->second] == s) return it->second;
+    values_.emplace_back(s);
+    const auto id = static_cast<uint32_t>(values_.size() - 1);
+    by_ptr_[s.data()] = id;
+    return id;
+  }
+  std::vector<std::string> values_{std::string()};
+
+ private:
+  std::unordered_map<const char*, uint32_t> by_ptr_;
+};
+
+struct WorkItem {
+  size_t lane = 0;
+  TimeWindow window;
+  int worker = -1;
+  std::vector<Slice> slices;
+  Status status;
+};
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+uint32_t Lane::lowerBound(int d, int64_t t) const {
+  if (d < 0 || d >= depthCount()) return 0;
+  auto b = slices.begin() + depth_begin[static_cast<size_t>(d)];
+  auto e = slices.begin() + depth_begin[static_cast<size_t>(d) + 1];
+  return static_cast<uint32_t>(
+      std::lower_bound(b, e, t, [](const Slice& s, int64_t v) { return s.start_ns < v; }) - slices.begin());
+}
+
+std::pair<uint32_t, uint32_t> Lane::visible(int d, int64_t begin_ns, int64_t end_ns) const {
+  if (d < 0 || d >= depthCount()) return {0, 0};
+  const uint32_t lo = depth_begin[static_cast<size_t>(d)];
+  uint32_t first = lowerBound(d, begin_ns);
+  // Same-depth slices do not overlap (nearly: allow a few for clock jitter), so at most the few
+  // slices before `first` can reach into the window.
+  for (int k = 0; k < 4 && first > lo && slices[first - 1].end() > begin_ns; ++k) --first;
+  uint32_t last = lowerBound(d, end_ns);
+  return {first, last};
+}
+
+int64_t Lane::at(int d, int64_t t) const {
+  auto [first, last] = visible(d, t, t + 1);
+  for (uint32_t i = first; i < last; ++i) {
+    if (slices[i].start_ns <= t && t < slices[i].end()) return i;
+  }
+  return -1;
+}
+
+StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& path, int64_t run_id, int workers) {
+  ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader, TraceReader::open(path));
+  RETURN_IF_ERROR(reader->beginSnapshot());
+  auto run = reader->run(run_id);
+  auto threads = reader->threads(run_id);
+  auto steps = reader->steps(run_id);
+  (void)reader->endSnapshot();
+  if (!run.isOk()) return run.status();
+  if (!threads.isOk()) return threads.status();
+  if (!steps.isOk()) return steps.status();
+
+  std::unique_ptr<TimelineData> data(new TimelineData());
+  data->run_id_ = run_id;
+  data->steps_ = std::move(steps).value();
+  data->begin_ns_ = kMaxTime;
+  data->end_ns_ = kMinTime;
+
+  // Work items: each thread cut into equal time chunks of about 200k ops.
+  std::vector<WorkItem> items;
+  for (const ThreadSummary& t : threads.value()) {
+    Lane lane;
+    lane.kind = LaneKind::kThread;
+    lane.thread_id = t.thread_id;
+    lane.backward_ops = t.backward_op_count;
+    lane.title = "thread " + std::to_string(t.thread_id) +
+                 (t.backward_op_count * 2 > t.op_count ? " \xC2\xB7 backward" : " \xC2\xB7 main");
+    const size_t li = data->lanes_.size();
+    data->lanes_.push_back(std::move(lane));
+    data->begin_ns_ = std::min(data->begin_ns_, t.first_start_ns);
+    data->end_ns_ = std::max(data->end_ns_, t.last_end_ns);
+    const int64_t chunks = std::max<int64_t>(1, t.op_count / 200000 + (t.op_count > 50000 ? 1 : 0));
+    const int64_t lo = t.first_start_ns, hi = t.last_end_ns + 1;
+    for (int64_t c = 0; c < chunks; ++c) {
+      WorkItem it;
+      it.lane = li;
+      it.window.begin_ns = c == 0 ? kMinTime : lo + (hi - lo) / chunks * c;
+      it.window.end_ns = c + 1 == chunks ? kMaxTime : lo + (hi - lo) / chunks * (c + 1);
+      items.push_back(std::move(it));
+    }
+  }
+  data->host_lanes_ = static_cast<int>(data->lanes_.size());
+
+  if (workers <= 0) workers = static_cast<int>(std::min(4u, std::max(1u, std::thread::hardware_concurrency())));
+  workers = std::max(1, std::min<int>(workers, static_cast<int>(items.size())));
+  std::vector<LocalStrings> locals(static_cast<size_t>(std::max(workers, 1)));
+  std::atomic<size_t> next{0};
+  auto work = [&](int w, TraceReader* r) {
+    for (size_t i; (i = next.fetch_add(1)) < items.size();) {
+      WorkItem& it = items[i];
+      it.worker = w;
+      if (!r) {
+        it.status = internalError("no reader");
+        continue;
+      }
+      auto cursor = r->openOpCursor(run_id, data->lanes_[it.lane].thread_id, it.window);
+      if (!cursor.isOk()) {
+        it.status = cursor.status();
+        continue;
+      }
+      LocalStrings& ls = locals[static_cast<size_t>(w)];
+      OpSlice o;
+      while (cursor->next(&o)) {
+        Slice s;
+        s.start_ns = o.start_ns;
+        s.dur_ns = o.dur_ns;
+        s.id = o.id;
+        s.parent_id = o.parent_id;
+        s.seq_nr = o.seq_nr;
+        s.device_start_ns = o.device_start_ns;
+        s.device_dur_ns = o.device_dur_ns;
+        s.step = static_cast<int32_t>(o.step);
+        s.name = ls.id(o.name);
+        s.shapes = ls.id(o.input_shapes);
+        s.dtypes = ls.id(o.input_dtypes);
+        s.depth = static_cast<int16_t>(std::clamp<int32_t>(o.depth, 0, 4095));
+        s.device = static_cast<int8_t>(std::clamp<int32_t>(o.device, -1, 127));
+        s.is_backward = o.is_backward ? 1 : 0;
+        it.slices.push_back(s);
+      }
+      it.status = cursor->status();
+    }
+  };
+  {
+    // Worker 0 reuses the reader opened above; the others open their own connection.
+    std::vector<std::unique_ptr<TraceReader>> readers(static_cast<size_t>(workers));
+    readers[0] = std::move(reader);
+    std::vector<std::thread> pool;
+    for (int w = 1; w < workers; ++w) {
+      pool.emplace_back([&, w] {
+        auto r = TraceReader::open(path);
+        if (r.isOk()) readers[static_cast<size_t>(w)] = std::move(r).value();
+        work(w, readers[static_cast<size_t>(w)].get());
+      });
+    }
+    work(0, readers[0].get());
+    for (auto& t : pool) t.join();
+    for (const WorkItem& it : items) {
+      if (!it.status.isOk()) return it.status;
+    }
+    // Merge the workers' strings into one table.
+    std::unordered_map<std::string, uint32_t> global;
+    data->strings_.emplace_back();
+    global.emplace(std::string(), 0);
+    std::vector<std::vector<uint32_t>> remap(locals.size());
+    for (size_t w = 0; w < locals.size(); ++w) {
+      for (const std::string& v : locals[w].values_) {
+        auto [g, fresh] = global.emplace(v, static_cast<uint32_t>(data->strings_.size()));
+        if (fresh) data->strings_.push_back(v);
+        remap[w].push_back(g->second);
+      }
+    }
+    for (WorkItem& it : items) {
+      const auto& m = remap[static_cast<size_t>(std::max(it.worker, 0))];
+      for (Slice& s : it.slices) {
+        s.name = m[s.name];
+        s.shapes = m[s.shapes];
+        s.dtypes = m[s.dtypes];
+      }
+    }
+  }
+
+  // Thread lanes: concatenate the chunks (time order), then a stable counting sort by depth.
+  for (size_t li = 0; li < data->lanes_.size(); ++li) {
+    std::vector<Slice> all;
+    size_t total = 0;
+    for (const WorkItem& it : items) total += it.lane == li ? it.slices.size() : 0;
+    all.reserve(total);
+    for (WorkItem& it : items) {
+      if (it.lane != li) continue;
+      all.insert(all.end(), it.slices.begin(), it.slices.end());
+      std::vector<Slice>().swap(it.slices);
+    }
+    int max_depth = -1;
+    for (const Slice& s : all) max_depth = std::max<int>(max_depth, s.depth);
+    Lane& lane = data->lanes_[li];
+    lane.depth_begin.assign(static_cast<size_t>(max_depth + 2), 0);
+    for (const Slice& s : all) ++lane.depth_begin[static_cast<size_t>(s.depth) + 1];
+    for (size_t d = 1; d < lane.depth_begin.size(); ++d) lane.depth_begin[d] += lane.depth_begin[d - 1];
+    std::vector<uint32_t> fill(lane.depth_begin.begin(), lane.depth_begin.end() - 1);
+    lane.slices.resize(all.size());
+    for (const Slice& s : all) lane.slices[fill[static_cast<size_t>(s.depth)]++] = s;
+    data->op_count_ += static_cast<int64_t>(all.size());
+  }
+
+  // Device lanes: the modeled stream of each npu, packed greedily into rows (one row when the
+  // stream is serial, as the cost model makes it).
+  std::vector<std::vector<Slice>> per_device;
+  for (int li = 0; li < data->host_lanes_; ++li) {
+    for (const Slice& s : data->lanes_[static_cast<size_t>(li)].slices) {
+      if (s.device_dur_ns < 0 || s.device_start_ns < 0 || s.device < 0) continue;
+      if (per_device.size() <= static_cast<size_t>(s.device)) per_device.resize(static_cast<size_t>(s.device) + 1);
+      Slice c = s;
+      c.start_ns = s.device_start_ns;
+      c.dur_ns = s.device_dur_ns;
+      per_device[static_cast<size_t>(s.device)].push_back(c);
+    }
+  }
+  for (size_t dev = 0; dev < per_device.size(); ++dev) {
+    auto& v = per_device[dev];
+    if (v.empty()) continue;
+    std::stable_sort(v.begin(), v.end(), [](const Slice& a, const Slice& b) { return a.start_ns < b.start_ns; });
+    std::vector<int64_t> row_end;
+    for (Slice& s : v) {
+      size_t r = 0;
+      while (r < row_end.size() && row_end[r] > s.start_ns) ++r;
+      if (r == row_end.size()) row_end.push_back(kMinTime);
+      row_end[r] = s.end();
+      s.depth = static_cast<int16_t>(r);
+      data->end_ns_ = std::max(data->end_ns_, s.end());
+    }
+    Lane lane;
+    lane.kind = LaneKind::kDevice;
+    lane.device = static_cast<int32_t>(dev);
+    lane.title = "npu:" + std::to_string(dev) + " (modeled)";
+    lane.depth_begin.assign(row_end.size() + 1, 0);
+    for (const Slice& s : v) ++lane.depth_begin[static_cast<size_t>(s.depth) + 1];
+    for (size_t d = 1; d < lane.depth_begin.size(); ++d) lane.depth_begin[d] += lane.depth_begin[d - 1];
+    std::vector<uint32_t> fill(lane.depth_begin.begin(), lane.depth_begin.end() - 1);
+    lane.slices.resize(v.size());
+    for (const Slice& s : v) lane.slices[fill[static_cast<size_t>(s.depth)]++] = s;
+    data->lanes_.push_back(std::move(lane));
+  }
+
+  for (const StepRow& s : data->steps_) {
+    data->begin_ns_ = std::min(data->begin_ns_, s.start_ns);
+    data->end_ns_ = std::max(data->end_ns_, s.start_ns + s.dur_ns);
+  }
+  if (data->begin_ns_ > data->end_ns_) {  // an empty run
+    data->begin_ns_ = run->started_ns;
+    data->end_ns_ = run->started_ns + 1000000;
+  }
+  if (data->end_ns_ <= data->begin_ns_) data->end_ns_ = data->begin_ns_ + 1000;
+  return data;
+}
+
+SliceRef TimelineData::findById(int64_t id) const {
+  for (int li = 0; li < host_lanes_; ++li) {
+    const Lane& lane = lanes_[static_cast<size_t>(li)];
+    for (int d = 0; d < lane.depthCount(); ++d) {
+      auto b = lane.slices.begin() + lane.depth_begin[static_cast<size_t>(d)];
+      auto e = lane.slices.begin() + lane.depth_begin[static_cast<size_t>(d) + 1];
+      auto it = std::lower_bound(b, e, id, [](const Slice& s, int64_t v) { return s.id < v; });
+      if (it != e && it->id == id) return {li, static_cast<uint32_t>(it - lane.slices.begin())};
+    }
+  }
+  // Ids are in start order on a thread; fall back to a scan should a file break that.
+  for (int li = 0; li < host_lanes_; ++li) {
+    const auto& v = lanes_[static_cast<size_t>(li)].slices;
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (v[i].id == id) return {li, static_cast<uint32_t>(i)};
+    }
+  }
+  return {};
+}
+
+SliceRef TimelineData::deviceCopyOf(SliceRef host) const {
+  if (!host.valid()) return {};
+  const Slice& s = slice(host);
+  if (s.device_dur_ns < 0 || s.device < 0) return {};
+  for (size_t li = static_cast<size_t>(host_lanes_); li < lanes_.size(); ++li) {
+    const Lane& lane = lanes_[li];
+    if (lane.device != s.device) continue;
+    for (int d = 0; d < lane.depthCount(); ++d) {
+      for (uint32_t i = lane.lowerBound(d, s.device_start_ns);
+           i < lane.depth_begin[static_cast<size_t>(d) + 1] && lane.slices[i].start_ns == s.device_start_ns; ++i) {
+        if (lane.slices[i].id == s.id) return {static_cast<int>(li), i};
+      }
+    }
+  }
+  return {};
+}
+
+int64_t TimelineData::selfNs(SliceRef r) const {
+  const Lane& lane = lanes_[static_cast<size_t>(r.lane)];
+  const Slice& p = lane.slices[r.index];
+  int64_t self = p.dur_ns;
+  if (lane.kind != LaneKind::kThread) return self;
+  const int d = p.depth + 1;
+  if (d >= lane.depthCount()) return self;
+  const uint32_t end = lane.depth_begin[static_cast<size_t>(d) + 1];
+  for (uint32_t i = lane.lowerBound(d, p.start_ns); i < end && lane.slices[i].start_ns <= p.end(); ++i) {
+    if (lane.slices[i].parent_id == p.id) self -= lane.slices[i].dur_ns;
+  }
+  return self;
+}
+
+SliceRef TimelineData::partner(SliceRef r) const {
+  if (!r.valid()) return {};
+  const Slice& s = slice(r);
+  if (s.seq_nr < 0) return {};
+  SliceRef best;
+  int best_depth = std::numeric_limits<int>::max();
+  int64_t best_start = kMaxTime;
+  for (int li = 0; li < host_lanes_; ++li) {
+    const auto& v = lanes_[static_cast<size_t>(li)].slices;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const Slice& c = v[i];
+      if (c.seq_nr != s.seq_nr || c.is_backward == s.is_backward) continue;
+      if (c.depth < best_depth || (c.depth == best_depth && c.start_ns < best_start)) {
+        best = {li, static_cast<uint32_t>(i)};
+        best_depth = c.depth;
+        best_start = c.start_ns;
+      }
+    }
+  }
+  return best;
+}
+
+const StepRow* TimelineData::stepAt(int64_t t) const {
+  auto it = std::upper_bound(steps_.begin(), steps_.end(), t,
+                             [](int64_t v, const StepRow& s) { return v < s.start_ns; });
+  if (it == steps_.begin()) return nullptr;
+  --it;
+  return t < it->start_ns + it->dur_ns ? &*it : nullptr;
+}
+
+const StepRow* TimelineData::stepByIndex(int64_t step) const {
+  auto it = std::lower_bound(steps_.begin(), steps_.end(), step,
+                             [](const StepRow& s, int64_t v) { return s.step < v; });
+  return it != steps_.end() && it->step == step ? &*it : nullptr;
+}
+
+uint32_t TimelineData::stringIndex(std::string_view s) const {
+  for (size_t i = 1; i < strings_.size(); ++i) {
+    if (strings_[i] == s) return static_cast<uint32_t>(i);
+  }
+  return 0;
+}
+
+void sortOpTable(std::vector<OpAggregate>* rows, OpSortKey sort, bool descending) {
+  auto metric = [&](const OpAggregate& a) -> double {
+    switch (sort) {
+      case OpSortKey::kSelfTime: return static_cast<double>(a.self_ns);
+      case OpSortKey::kTotalTime: return static_cast<double>(a.total_ns);
+      case OpSortKey::kCount: return static_cast<double>(a.calls);
+      case OpSortKey::kAvgTime: return a.avg_ns;
+      case OpSortKey::kDeviceTime: return static_cast<double>(a.device_ns);
+      case OpSortKey::kName: return 0.0;
+    }
+    return 0.0;
+  };
+  const bool by_name = sort == OpSortKey::kName;
+  std::sort(rows->begin(), rows->end(), [&](const OpAggregate& a, const OpAggregate& b) {
+    if (!by_name) {
+      const double ma = metric(a), mb = metric(b);
+      if (ma != mb) return descending ? ma > mb : ma < mb;
+      if (a.name != b.name) return a.name < b.name;
+      return a.input_shapes < b.input_shapes;
+    }
+    if (a.name != b.name) return descending ? a.name > b.name : a.name < b.name;
+    return a.input_shapes < b.input_shapes;
+  });
+}
+
+OpAggregateTable TimelineData::aggregate(const TimeWindow& window, OpGroupBy group_by, OpSortKey sort) const {
+  struct Group {
+    uint32_t name = 0, shapes = 0;
+    int64_t calls = 0, total = 0, self = 0, min = kMaxTime, max = kMinTime, device = 0, device_calls = 0;
+  };
+  const bool by_shapes = group_by == OpGroupBy::kNameAndShapes;
+  std::unordered_map<uint64_t, size_t> index;
+  std::vector<Group> groups;
+  int64_t selected = 0;
+  for (int li = 0; li < host_lanes_; ++li) {
+    const Lane& lane = lanes_[static_cast<size_t>(li)];
+    for (int d = 0; d < lane.depthCount(); ++d) {
+      const uint32_t first = lane.lowerBound(d, window.begin_ns);
+      const uint32_t last = lane.lowerBound(d, window.end_ns);
+      if (first >= last) continue;
+      const bool has_children = d + 1 < lane.depthCount();
+      // Children of the selected ops: the next depth, walked alongside in start order.
+      uint32_t j = has_children ? lane.lowerBound(d + 1, lane.slices[first].start_ns) : 0;
+      const uint32_t child_end = has_children ? lane.depth_begin[static_cast<size_t>(d) + 2] : 0;
+      for (uint32_t i = first; i < last; ++i) {
+        const Slice& s = lane.slices[i];
+        const uint32_t shapes = by_shapes ? s.shapes : 0;
+        const uint64_t key = (static_cast<uint64_t>(s.name) << 32) | shapes;
+        auto [it, fresh] = index.try_emplace(key, groups.size());
+        if (fresh) {
+          groups.emplace_back();
+          groups.back().name = s.name;
+          groups.back().shapes = shapes;
+        }
+        Group& g = groups[it->second];
+        ++g.calls;
+        ++selected;
+        g.total += s.dur_ns;
+        g.self += s.dur_ns;
+        g.min = std::min(g.min, s.dur_ns);
+        g.max = std::max(g.max, s.dur_ns);
+        if (s.device_dur_ns >= 0) {
+          g.device += s.device_dur_ns;
+          ++g.device_calls;
+        }
+        if (!has_children) continue;
+        while (j < child_end && lane.slices[j].start_ns < s.start_ns) ++j;
+        uint32_t next_j = j;
+        bool next_set = false;
+        for (uint32_t k = j; k < child_end && lane.slices[k].start_ns <= s.end(); ++k) {
+          const Slice& c = lane.slices[k];
+          if (!next_set && c.start_ns >= s.end()) {
+            next_j = k;
+            next_set = true;
+          }
+          if (c.parent_id == s.id) g.self -= c.dur_ns;
+          if (!next_set) next_j = k + 1;
+        }
+        j = next_j;
+      }
+    }
+  }
+
+  OpAggregateTable table;
+  table.op_count = selected;
+  table.group_count = static_cast<int64_t>(groups.size());
+  for (const Group& g : groups) {
+    table.self_sum_ns += g.self;
+    table.total_device_ns += g.device;
+  }
+  const double denom = table.self_sum_ns > 0 ? static_cast<double>(table.self_sum_ns) : 0.0;
+  table.rows.reserve(groups.size());
+  for (const Group& g : groups) {
+    OpAggregate a;
+    a.name = str(g.name);
+    if (by_shapes) a.input_shapes = str(g.shapes);
+    a.calls = g.calls;
+    a.total_ns = g.total;
+    a.self_ns = g.self;
+    a.min_ns = g.min;
+    a.max_ns = g.max;
+    a.avg_ns = g.calls ? static_cast<double>(g.total) / static_cast<double>(g.calls) : 0.0;
+    a.self_pct = denom > 0 ? 100.0 * static_cast<double>(g.self) / denom : 0.0;
+    a.total_pct = denom > 0 ? 100.0 * static_cast<double>(g.total) / denom : 0.0;
+    a.device_ns = g.device;
+    a.device_calls = g.device_calls;
+    table.rows.push_back(std::move(a));
+  }
+  sortOpTable(&table.rows, sort, true);
+  return table;
+}
+
+std::vector<SliceRef> TimelineData::search(std::string_view needle) const {
+  std::vector<SliceRef> out;
+  if (needle.empty()) return out;
+  const std::string n = lower(needle);
+  std::vector<uint8_t> mask(strings_.size(), 0);
+  bool any = false;
+  for (size_t i = 1; i < strings_.size(); ++i) {
+    mask[i] = lower(strings_[i]).find(n) != std::string::npos;
+    any = any || mask[i];
+  }
+  if (!any) return out;
+  for (int li = 0; li < host_lanes_; ++li) {
+    const auto& v = lanes_[static_cast<size_t>(li)].slices;
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (mask[v[i].name]) out.push_back({li, static_cast<uint32_t>(i)});
+    }
+  }
+  std::sort(out.begin(), out.end(), [&](const SliceRef& a, const SliceRef& b) {
+    const Slice& x = slice(a);
+    const Slice& y = slice(b);
+    if (x.start_ns != y.start_ns) return x.start_ns < y.start_ns;
+    if (a.lane != b.lane) return a.lane < b.lane;
+    return x.depth < y.depth;
+  });
+  return out;
+}
+
+}  // namespace npuscope::gui

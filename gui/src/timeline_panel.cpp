@@ -1,0 +1,264 @@
+#include "npuscope/gui/timeline_panel.h"
+
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QShortcut>
+#include <QSplitter>
+#include <QTableView>
+#include <QTextBrowser>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "npuscope/gui/models.h"
+#include "npuscope/gui/timeline_view.h"
+#include "npuscope/gui/trace_document.h"
+#include "npuscope/gui/units.h"
+
+namespace npuscope::gui {
+
+TimelinePanel::TimelinePanel(TraceDocument* doc, QWidget* parent) : QWidget(parent), doc_(doc) {
+  view_ = new TimelineView(this);
+  search_ = new QLineEdit(this);
+  search_->setPlaceholderText(tr("Search ops by name (Enter: next)"));
+  search_->setClearButtonEnabled(true);
+  search_->setMaximumWidth(320);
+  auto* prev = new QToolButton(this);
+  prev->setText(tr("\u25b2 Prev"));
+  auto* next = new QToolButton(this);
+  next->setText(tr("\u25bc Next"));
+  match_label_ = new QLabel(this);
+  match_label_->setMinimumWidth(90);
+  auto* fit = new QToolButton(this);
+  fit->setText(tr("Fit run"));
+  auto* fit_step = new QToolButton(this);
+  fit_step->setText(tr("Fit step"));
+  auto* hint = new QLabel(tr("Ctrl+wheel / W S: zoom \u00b7 drag / A D: pan \u00b7 Shift+drag or drag on ruler: "
+                             "select range \u00b7 F: fit step \u00b7 click: details"),
+                          this);
+  hint->setStyleSheet("color: #6b7480;");
+  hint->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  search_->setMinimumWidth(220);
+
+  auto* bar = new QHBoxLayout();
+  bar->setContentsMargins(6, 4, 6, 2);
+  bar->addWidget(search_);
+  bar->addWidget(prev);
+  bar->addWidget(next);
+  bar->addWidget(match_label_);
+  bar->addSpacing(12);
+  bar->addWidget(fit);
+  bar->addWidget(fit_step);
+  bar->addStretch(1);
+  bar->addWidget(hint);
+
+  details_ = new QTextBrowser(this);
+  details_->setOpenLinks(false);
+  details_->setPlaceholderText(tr("Click a slice to see its details."));
+  range_label_ = new QLabel(tr("Select a time range (Shift+drag, or drag on the ruler) for its op summary."), this);
+  range_label_->setWordWrap(true);
+  range_model_ = new OpTableModel(this);
+  range_proxy_ = new TableProxy(this);
+  range_proxy_->setSourceModel(range_model_);
+  range_table_ = new QTableView(this);
+  range_table_->setModel(range_proxy_);
+  range_table_->setSortingEnabled(true);
+  range_table_->sortByColumn(OpTableModel::kSelf, Qt::DescendingOrder);
+  range_table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  range_table_->verticalHeader()->hide();
+  range_table_->verticalHeader()->setDefaultSectionSize(20);
+  range_table_->setColumnHidden(OpTableModel::kShapes, true);
+  range_table_->setColumnHidden(OpTableModel::kTotalPct, true);
+  range_table_->setColumnHidden(OpTableModel::kMin, true);
+  range_table_->setColumnHidden(OpTableModel::kMax, true);
+  range_table_->setColumnHidden(OpTableModel::kDeviceCalls, true);
+  range_table_->setColumnHidden(OpTableModel::kAvg, true);
+  range_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  range_table_->horizontalHeader()->setSectionResizeMode(OpTableModel::kName, QHeaderView::Stretch);
+
+  auto* range_box = new QWidget(this);
+  auto* rl = new QVBoxLayout(range_box);
+  rl->setContentsMargins(0, 0, 0, 0);
+  rl->addWidget(range_label_);
+  rl->addWidget(range_table_);
+
+  auto* bottom = new QSplitter(Qt::Horizontal, this);
+  bottom->addWidget(details_);
+  bottom->addWidget(range_box);
+  bottom->setStretchFactor(0, 2);
+  bottom->setStretchFactor(1, 3);
+
+  auto* split = new QSplitter(Qt::Vertical, this);
+  split->addWidget(view_);
+  split->addWidget(bottom);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 1);
+  split->setSizes({520, 220});
+
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(0);
+  layout->addLayout(bar);
+  layout->addWidget(split, 1);
+
+  connect(search_, &QLineEdit::textChanged, this, [this](const QString& t) { search(t); });
+  connect(search_, &QLineEdit::returnPressed, this, &TimelinePanel::nextMatch);
+  connect(next, &QToolButton::clicked, this, &TimelinePanel::nextMatch);
+  connect(prev, &QToolButton::clicked, this, &TimelinePanel::previousMatch);
+  connect(fit, &QToolButton::clicked, view_, &TimelineView::fitAll);
+  connect(fit_step, &QToolButton::clicked, this, [this] {
+    const TimelineData* d = view_->data();
+    if (!d) return;
+    const StepRow* s = view_->selectedSlice().valid() ? d->stepByIndex(d->slice(view_->selectedSlice()).step)
+                                                      : d->stepAt((view_->viewBegin() + view_->viewEnd()) / 2);
+    if (s) view_->fitStep(s->step);
+  });
+  auto* find = new QShortcut(QKeySequence::Find, this);
+  connect(find, &QShortcut::activated, search_, [this] { search_->setFocus(); search_->selectAll(); });
+  connect(view_, &TimelineView::sliceSelected, this, [this](SliceRef r) { details_->setHtml(describe(r)); });
+  connect(view_, &TimelineView::rangeSelected, this, [this](qint64 b, qint64 e) { summarizeRange(b, e); });
+  connect(details_, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
+    const TimelineData* d = view_->data();
+    if (!d || url.scheme() != "op") return;
+    const SliceRef r = d->findById(url.path().toLongLong());
+    if (r.valid()) view_->selectSlice(r, true);
+  });
+  connect(doc_, &TraceDocument::runLoaded, this, &TimelinePanel::onRunLoaded);
+  view_->setMemoryProvider([this](const TimeWindow& w, size_t n) { return doc_->memory(w, n); });
+}
+
+void TimelinePanel::onRunLoaded(qint64, bool refreshed) {
+  view_->setMemoryOverview(doc_->memoryOverview());
+  view_->setData(doc_->timeline(), refreshed);
+  matches_.clear();
+  match_ = -1;
+  if (!search_->text().isEmpty()) search(search_->text());
+  if (!refreshed) {
+    details_->clear();
+    range_model_->setTable({}, false);
+  }
+}
+
+int TimelinePanel::search(const QString& text) {
+  matches_.clear();
+  match_ = -1;
+  const TimelineData* d = view_->data();
+  if (d && !text.isEmpty()) matches_ = d->search(text.toStdString());
+  if (text.isEmpty()) {
+    match_label_->clear();
+    view_->clearHighlight();
+  } else {
+    match_label_->setText(matches_.empty() ? tr("no match") : tr("%L1 matches").arg(matches_.size()));
+    // Highlight every name that matched.
+    if (!matches_.empty()) view_->setHighlightContaining(text);
+    else view_->clearHighlight();
+  }
+  return static_cast<int>(matches_.size());
+}
+
+void TimelinePanel::nextMatch() {
+  if (matches_.empty()) return;
+  // The first match after the view's centre when starting, else the following one.
+  if (match_ < 0) {
+    const int64_t centre = (view_->viewBegin() + view_->viewEnd()) / 2;
+    match_ = 0;
+    while (match_ < static_cast<int>(matches_.size()) - 1 &&
+           view_->data()->slice(matches_[static_cast<size_t>(match_)]).start_ns < view_->viewBegin() &&
+           view_->data()->slice(matches_[static_cast<size_t>(match_)]).start_ns < centre) {
+      ++match_;
+    }
+  } else {
+    match_ = (match_ + 1) % static_cast<int>(matches_.size());
+  }
+  showMatch();
+}
+
+void TimelinePanel::previousMatch() {
+  if (matches_.empty()) return;
+  match_ = match_ <= 0 ? static_cast<int>(matches_.size()) - 1 : match_ - 1;
+  showMatch();
+}
+
+void TimelinePanel::showMatch() {
+  const SliceRef r = matches_[static_cast<size_t>(match_)];
+  view_->selectSlice(r, true);
+  match_label_->setText(tr("%L1 of %L2").arg(match_ + 1).arg(matches_.size()));
+}
+
+QString TimelinePanel::describe(SliceRef r) const {
+  const TimelineData* d = view_->data();
+  if (!d || !r.valid()) return {};
+  const Lane& lane = d->lanes()[static_cast<size_t>(r.lane)];
+  SliceRef host = r;
+  if (lane.kind == LaneKind::kDevice) host = d->findById(d->slice(r).id);
+  if (!host.valid()) return {};
+  const Slice& s = d->slice(host);
+  const Lane& hl = d->lanes()[static_cast<size_t>(host.lane)];
+  auto esc = [](const std::string& v) { return QString::fromStdString(v).toHtmlEscaped(); };
+  auto row = [](const QString& k, const QString& v) {
+    return QString("<tr><td style='color:#5d6775;padding-right:12px'>%1</td><td>%2</td></tr>").arg(k, v);
+  };
+  QString html = QString("<h3 style='margin:2px 0'>%1</h3><table cellspacing=0 cellpadding=1>").arg(esc(d->str(s.name)));
+  html += row(tr("Thread"), esc(hl.title));
+  html += row(tr("Start"), formatOffset(s.start_ns, d->beginNs(), 1000));
+  html += row(tr("Total"), formatNs(s.dur_ns));
+  html += row(tr("Self"), formatNs(d->selfNs(host)));
+  html += row(tr("Step"), s.step >= 0 ? QString::number(s.step) : tr("\u2013"));
+  html += row(tr("Depth"), QString::number(s.depth));
+  if (s.parent_id >= 0) {
+    const SliceRef p = d->findById(s.parent_id);
+    html += row(tr("Parent"), p.valid() ? QString("<a href='op:%1'>%2</a>").arg(s.parent_id).arg(esc(d->str(d->slice(p).name)))
+                                        : tr("#%1 (not recorded)").arg(s.parent_id));
+  }
+  html += row(tr("Input shapes"), s.shapes ? esc(d->str(s.shapes)) : tr("not recorded"));
+  html += row(tr("Input dtypes"), s.dtypes ? esc(d->str(s.dtypes)) : (s.shapes ? tr("(none)") : tr("not recorded")));
+  html += row(tr("Device"), s.device >= 0 ? QString("npu:%1").arg(s.device) : tr("host only"));
+  if (s.device_dur_ns >= 0) {
+    html += row(tr("Device time (modeled)"), formatNs(s.device_dur_ns));
+    html += row(tr("Queued on stream"), tr("%1 after the host part ended").arg(formatNs(s.device_start_ns - s.end())));
+  }
+  html += row(tr("Op id"), QString::number(s.id));
+  if (s.seq_nr >= 0) {
+    html += row(tr("Sequence nr"), QString::number(s.seq_nr));
+    const SliceRef p = d->partner(host);
+    if (p.valid()) {
+      const Slice& ps = d->slice(p);
+      html += row(s.is_backward ? tr("Forward op") : tr("Backward op"),
+                  QString("<a href='op:%1'>%2</a> (%3, %4) \u2192 jump")
+                      .arg(ps.id)
+                      .arg(esc(d->str(ps.name)))
+                      .arg(esc(d->lanes()[static_cast<size_t>(p.lane)].title))
+                      .arg(formatNs(ps.dur_ns)));
+    } else {
+      html += row(s.is_backward ? tr("Forward op") : tr("Backward op"), tr("none recorded"));
+    }
+  }
+  html += "</table>";
+  return html;
+}
+
+void TimelinePanel::summarizeRange(int64_t begin_ns, int64_t end_ns) {
+  const TimelineData* d = view_->data();
+  if (!d || end_ns <= begin_ns) return;
+  view_->setRange({begin_ns, end_ns});
+  OpAggregateTable t = d->aggregate({begin_ns, end_ns});
+  range_label_->setText(tr("<b>%1</b> selected (%2 \u2013 %3): %L4 ops in %L5 groups, self time %6, modeled device %7")
+                            .arg(formatNs(end_ns - begin_ns), formatOffset(begin_ns, d->beginNs(), 1000),
+                                 formatOffset(end_ns, d->beginNs(), 1000))
+                            .arg(t.op_count)
+                            .arg(t.group_count)
+                            .arg(formatNs(t.self_sum_ns), formatNs(t.total_device_ns)));
+  range_model_->setTable(std::move(t), false);
+}
+
+void TimelinePanel::openStep(int64_t step) {
+  const TimelineData* d = view_->data();
+  if (!d) return;
+  const StepRow* s = d->stepByIndex(step);
+  if (!s) return;
+  view_->fitStep(step);
+  summarizeRange(s->start_ns, s->start_ns + s->dur_ns);
+}
+
+}  // namespace npuscope::gui

@@ -1,0 +1,219 @@
+#include "npuscope/gui/trace_document.h"
+
+#include <QFileInfo>
+#include <QtConcurrent/QtConcurrentRun>
+
+namespace npuscope::gui {
+
+// The result of loading a run off the GUI thread: the timeline plus the small per-run tables,
+// all read through readers of the loading thread's own.
+struct RunLoad {
+  int64_t run_id = -1;
+  Status status;
+  std::unique_ptr<TimelineData> data;
+  std::vector<OverflowEventRow> overflow;
+  std::vector<TensorDumpInfo> dumps;
+  std::vector<MemorySample> memory;
+};
+
+namespace {
+
+std::shared_ptr<RunLoad> loadRunData(const std::string& path, int64_t run_id) {
+  auto out = std::make_shared<RunLoad>();
+  out->run_id = run_id;
+  auto data = TimelineData::load(path, run_id);
+  if (!data.isOk()) {
+    out->status = data.status();
+    return out;
+  }
+  out->data = std::move(data).value();
+  auto reader = TraceReader::open(path);
+  if (!reader.isOk()) {
+    out->status = reader.status();
+    return out;
+  }
+  auto ov = reader.value()->overflowEvents(run_id);
+  auto dumps = reader.value()->tensorDumps(run_id);
+  MemoryQuery mq;
+  mq.run_id = run_id;
+  mq.max_points = 4000;
+  auto mem = reader.value()->memory(mq);
+  if (!ov.isOk()) out->status = ov.status();
+  else if (!dumps.isOk()) out->status = dumps.status();
+  else if (!mem.isOk()) out->status = mem.status();
+  if (!out->status.isOk()) return out;
+  out->overflow = std::move(ov).value();
+  out->dumps = std::move(dumps).value();
+  out->memory = std::move(mem).value();
+  return out;
+}
+
+QString message(const Status& s) { return QString::fromStdString(s.message()); }
+
+}  // namespace
+
+TraceDocument::TraceDocument(QObject* parent) : QObject(parent) {
+  poll_timer_.setInterval(1000);
+  connect(&poll_timer_, &QTimer::timeout, this, [this] { poll(); });
+}
+
+TraceDocument::~TraceDocument() {
+  if (watcher_) watcher_->waitForFinished();
+}
+
+bool TraceDocument::open(const QString& path) {
+  auto r = TraceReader::open(path.toStdString());
+  if (!r.isOk()) {
+    emit errorOccurred(message(r.status()));
+    return false;
+  }
+  auto runs = r.value()->runs();
+  if (!runs.isOk()) {
+    emit errorOccurred(message(runs.status()));
+    return false;
+  }
+  if (watcher_) watcher_->waitForFinished();
+  close();
+  path_ = path;
+  reader_ = std::move(r).value();
+  runs_ = std::move(runs).value();
+  stamp_ = fileStamp();
+  if (anyRunning()) poll_timer_.start();
+  emit fileOpened(path_);
+  emit runsChanged();
+  return true;
+}
+
+void TraceDocument::close() {
+  poll_timer_.stop();
+  data_.reset();
+  overflow_.clear();
+  dumps_.clear();
+  memory_.clear();
+  runs_.clear();
+  reader_.reset();
+  path_.clear();
+}
+
+const RunRow* TraceDocument::runById(int64_t id) const {
+  for (const RunRow& r : runs_) {
+    if (r.id == id) return &r;
+  }
+  return nullptr;
+}
+
+bool TraceDocument::loadRun(int64_t run_id, bool sync) {
+  if (!reader_) {
+    emit errorOccurred("no trace file is open");
+    return false;
+  }
+  const bool refreshed = data_ && data_->runId() == run_id;
+  const std::string path = path_.toStdString();
+  emit loadStarted(run_id);
+  if (sync) {
+    if (watcher_) watcher_->waitForFinished();
+    auto load = loadRunData(path, run_id);
+    const bool ok = load->status.isOk();
+    finishLoad(std::move(load), refreshed);
+    return ok;
+  }
+  if (watcher_) {  // a newer request wins; the running load finishes and is dropped
+    pending_run_ = run_id;
+    return true;
+  }
+  watcher_ = new QFutureWatcher<std::shared_ptr<RunLoad>>(this);
+  connect(watcher_, &QFutureWatcherBase::finished, this, [this, refreshed] {
+    auto load = watcher_->result();
+    watcher_->deleteLater();
+    watcher_ = nullptr;
+    const int64_t pending = pending_run_;
+    pending_run_ = -1;
+    if (pending >= 0 && pending != load->run_id) {
+      loadRun(pending, false);
+      return;
+    }
+    finishLoad(std::move(load), refreshed);
+  });
+  watcher_->setFuture(QtConcurrent::run([path, run_id] { return loadRunData(path, run_id); }));
+  return true;
+}
+
+void TraceDocument::finishLoad(std::shared_ptr<RunLoad> load, bool refreshed) {
+  if (!load->status.isOk()) {
+    emit errorOccurred(message(load->status));
+    return;
+  }
+  data_ = std::move(load->data);
+  overflow_ = std::move(load->overflow);
+  dumps_ = std::move(load->dumps);
+  memory_ = std::move(load->memory);
+  emit runLoaded(data_->runId(), refreshed);
+}
+
+std::vector<MemorySample> TraceDocument::memory(const TimeWindow& window, size_t max_points) {
+  if (!reader_ || !data_) return {};
+  MemoryQuery q;
+  q.run_id = data_->runId();
+  q.window = window;
+  q.max_points = max_points;
+  auto r = reader_->memory(q);
+  if (!r.isOk()) {
+    emit errorOccurred(message(r.status()));
+    return {};
+  }
+  return std::move(r).value();
+}
+
+void TraceDocument::setPollInterval(int ms) {
+  if (ms <= 0) {
+    poll_timer_.stop();
+    return;
+  }
+  poll_timer_.setInterval(ms);
+  if (reader_ && anyRunning()) poll_timer_.start();
+}
+
+QString TraceDocument::fileStamp() const {
+  QString s;
+  for (const QString& p : {path_, path_ + "-wal"}) {
+    QFileInfo fi(p);
+    if (fi.exists()) s += QString("%1:%2;").arg(fi.size()).arg(fi.lastModified().toMSecsSinceEpoch());
+  }
+  return s;
+}
+
+bool TraceDocument::anyRunning() const {
+  for (const RunRow& r : runs_) {
+    if (r.status == "running") return true;
+  }
+  return false;
+}
+
+bool TraceDocument::reloadRuns() {
+  auto runs = reader_->runs();
+  if (!runs.isOk()) {
+    emit errorOccurred(message(runs.status()));
+    return false;
+  }
+  runs_ = std::move(runs).value();
+  emit runsChanged();
+  return true;
+}
+
+bool TraceDocument::poll() {
+  if (!reader_) return false;
+  const QString stamp = fileStamp();
+  if (stamp == stamp_) return false;
+  stamp_ = stamp;
+  const RunRow* before = data_ ? runById(data_->runId()) : nullptr;
+  const bool current_was_running = before && before->status == "running";
+  if (!reloadRuns()) return false;
+  if (data_ && (current_was_running || !runById(data_->runId()) ||
+                runById(data_->runId())->status == "running")) {
+    loadRun(data_->runId(), sync_refresh_);
+  }
+  if (!anyRunning()) poll_timer_.stop();
+  return true;
+}
+
+}  // namespace npuscope::gui

@@ -1,0 +1,129 @@
+// Renders every view of the workbench offscreen on a realistic generated run and saves PNGs into
+// the build tree (tests/gui/screenshots/), for a person to look at. Each screenshot also checks
+// that its view is not blank.
+#include <gtest/gtest.h>
+
+#include <QDir>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTest>
+#include <QTextBrowser>
+
+#include "gui_test_support.h"
+#include "npuscope/gui/compare_view.h"
+#include "npuscope/gui/dumps_view.h"
+#include "npuscope/gui/main_window.h"
+#include "npuscope/gui/models.h"
+#include "npuscope/gui/operators_view.h"
+#include "npuscope/gui/record_dialog.h"
+#include "npuscope/gui/timeline_panel.h"
+#include "npuscope/gui/timeline_view.h"
+#include "npuscope/gui/trace_document.h"
+#include "npuscope/gui/training_view.h"
+
+#ifndef NPUSCOPE_SCREENSHOT_DIR
+#define NPUSCOPE_SCREENSHOT_DIR "screenshots"
+#endif
+
+namespace npuscope::gui {
+namespace {
+
+// Distinct colours in a downscaled image: a blank or single-colour view has very few.
+int colourCount(const QImage& img) {
+  const QImage small = img.scaled(200, 120);
+  QSet<QRgb> seen;
+  for (int y = 0; y < small.height(); ++y) {
+    for (int x = 0; x < small.width(); ++x) seen.insert(small.pixel(x, y));
+  }
+  return seen.size();
+}
+
+void save(QWidget* w, const QString& name) {
+  QApplication::processEvents();
+  QDir().mkpath(NPUSCOPE_SCREENSHOT_DIR);
+  const QImage img = w->grab().toImage();
+  const QString path = QString(NPUSCOPE_SCREENSHOT_DIR) + "/" + name + ".png";
+  ASSERT_TRUE(img.save(path)) << path.toStdString();
+  EXPECT_GT(colourCount(img), 12) << name.toStdString() << " looks blank";
+}
+
+TEST(Screenshots, EveryView) {
+  npuscope::testing::ensureApp();
+  const auto& f = npuscope::testing::twoRunFixture();
+  MainWindow w;
+  w.setSynchronous(true);
+  w.resize(1600, 950);
+  w.show();
+  ASSERT_TRUE(w.openFile(QString::fromStdString(f.path), true));
+  w.selectRuns({f.o1.run_id});
+  ASSERT_EQ(w.document()->currentRun(), f.o1.run_id);
+  QTest::qWait(50);
+
+  // Timeline: whole run, then one step with a slice clicked and a range selected.
+  w.tabs()->setCurrentWidget(w.timeline());
+  TimelineView* v = w.timeline()->view();
+  v->fitAll();
+  save(&w, "01_timeline_run");
+  v->fitStep(3);
+  const TimelineData* d = w.document()->timeline();
+  for (SliceRef r : d->search("aten::addmm")) {
+    if (d->slice(r).step == 3) {
+      v->selectSlice(r, false);
+      break;
+    }
+  }
+  const StepRow* s = d->stepByIndex(3);
+  w.timeline()->summarizeRange(s->start_ns + s->dur_ns / 5, s->start_ns + s->dur_ns / 2);
+  save(&w, "02_timeline_step_details_range");
+  // Deep zoom (about 1 ms across) around the backward pass, with a search.
+  w.timeline()->search("mm");
+  w.timeline()->nextMatch();
+  v->fitWindow(s->start_ns + s->dur_ns / 2, s->start_ns + s->dur_ns / 2 + 400'000);
+  save(&w, "03_timeline_zoom_search");
+
+  w.tabs()->setCurrentWidget(w.operators());
+  w.operators()->setGroupByShapes(true);
+  w.operators()->table()->selectRow(0);
+  save(&w, "04_operators");
+
+  w.tabs()->setCurrentWidget(w.training());
+  w.training()->showStep(3);
+  save(&w, "05_training");
+
+  w.tabs()->setCurrentWidget(w.dumps());
+  for (int r = 0; r < w.dumps()->model()->rowCount(); ++r) {
+    const TensorDumpInfo* t = w.dumps()->model()->dumpAt(r);
+    if (t->nan_count.value_or(0) > 0) {
+      w.dumps()->table()->selectRow(w.dumps()->proxy()->mapFromSource(w.dumps()->model()->index(r, 0)).row());
+      break;
+    }
+  }
+  save(&w, "06_dumps");
+
+  w.selectRuns({f.o1.run_id, f.o2.run_id});
+  w.tabs()->setCurrentWidget(w.compare());
+  w.compare()->table()->selectRow(0);
+  save(&w, "07_compare");
+
+  RecordDialog dlg;
+  dlg.setOutputPath("/tmp/run.db");
+  dlg.show();
+  save(&dlg, "08_record_dialog");
+
+  // An error in the message bar.
+  MainWindow bad;
+  bad.resize(1200, 600);
+  bad.show();
+  const std::string text = npuscope::testing::tempPath("notatrace");
+  {
+    QFile file(QString::fromStdString(text));
+    ASSERT_TRUE(file.open(QIODevice::WriteOnly));
+    file.write("hello\n");
+  }
+  EXPECT_FALSE(bad.openFile(QString::fromStdString(text), true));
+  save(&bad, "09_error_message");
+  QFile::remove(QString::fromStdString(text));
+}
+
+}  // namespace
+}  // namespace npuscope::gui
