@@ -58,9 +58,31 @@ int main(int argc, char** argv) {
   train->add_option("--epochs", t.epochs, "Passes over the training set")->capture_default_str();
   train->add_option("--steps", t.max_steps, "Stop after this many steps (0: all)")->capture_default_str();
   train->add_option("--batch-size", t.batch_size, "Samples per step")->capture_default_str();
-  train->add_option("--lr", t.lr, "Learning rate (SGD with momentum)")->capture_default_str();
-  train->add_option("--momentum", t.momentum, "SGD momentum")->capture_default_str();
+  train->add_option("--optimizer", t.optimizer,
+                    "Fused optimizer: sgd, adam, adamw, adamp, lamb, adadelta, rmsprop or rmsprop_tf")
+      ->capture_default_str();
+  train->add_option("--lr", t.lr, "Learning rate")->capture_default_str();
+  train->add_option("--momentum", t.momentum, "Momentum (sgd, rmsprop, rmsprop_tf)")->capture_default_str();
+  train->add_option("--weight-decay", t.weight_decay, "Weight decay")->capture_default_str();
   train->add_option("--seed", t.seed, "Seed of initial weights and data order")->capture_default_str();
+  // AMP (apex's names; unset knobs take the opt level's preset).
+  auto& a = t.amp;
+  train->add_option("--opt-level", a.opt_level, "AMP opt level O0, O1, O2 or O3")->capture_default_str();
+  train->add_option("--loss-scale", a.loss_scale, "\"dynamic\" or a static scale (default: the level's)");
+  train->add_option("--dynamic-init-scale", a.dynamic_init_scale, "First dynamic loss scale (2^16)");
+  train->add_option("--scale-growth-factor", a.scale_growth_factor, "Dynamic scale growth factor (2)");
+  train->add_option("--scale-backoff-factor", a.scale_backoff_factor, "Dynamic scale backoff factor (0.5)");
+  train->add_option("--scale-window", a.scale_window, "Clean steps before the scale grows (2000)");
+  train->add_option("--min-loss-scale", a.min_loss_scale, "Floor of the dynamic scale");
+  train->add_option("--max-loss-scale", a.max_loss_scale, "Cap of the dynamic scale (2^24)");
+  train->add_option("--keep-batchnorm-fp32", a.keep_batchnorm_fp32, "true/false (O2/O3)");
+  train->add_option("--master-weights", a.master_weights, "true/false: fp32 master weights (O2)");
+  train->add_option("--combine-grad", a.combine_grad, "true/false: one flat gradient buffer per dtype");
+  train->add_option("--low-precision", a.low_precision, "float16 or bfloat16")->capture_default_str();
+  train->add_option("--overflow-check-by", a.overflow_check, "auto, float_status or non_finite")->capture_default_str();
+  train->add_option("--amp-verbosity", a.verbosity, "0 silent, 1 summaries, 2 every skipped step")->capture_default_str();
+  train->add_option("--save", t.save, "Write a checkpoint (model, optimizer, amp, step) at the end");
+  train->add_option("--resume", t.resume, "Continue from a checkpoint of the same configuration");
   t.db = "npuscope.db";
   train->add_option("--db", t.db, "Trace file the run is recorded into (a file holds many runs)")->capture_default_str();
   bool no_db = false;
@@ -70,6 +92,16 @@ int main(int argc, char** argv) {
 
   npuscope::dumper::DumpCliOptions dump_opts;
   npuscope::dumper::addTrainDumpOptions(*train, dump_opts);
+
+  npuscope::workloads::InferOptions inf;
+  auto* infer = app.add_subcommand("infer", "Evaluate a checkpoint: top-1 / top-5 accuracy and throughput");
+  infer->add_option("checkpoint", inf.checkpoint, "Checkpoint written by train --save")->required();
+  infer->add_option("--device", inf.device, "npu:N or cpu")->capture_default_str();
+  infer->add_option("--dataset", inf.dataset, "fashion-mnist or synthetic")->capture_default_str();
+  infer->add_option("--data", inf.data_dir, "Directory with the Fashion-MNIST .gz files");
+  infer->add_option("--batch-size", inf.batch_size, "Samples per batch")->capture_default_str();
+  infer->add_option("--opt-level", inf.opt_level, "Evaluate at this AMP level (default: the checkpoint's)");
+  infer->add_option("--db", inf.db, "Record the evaluation into this trace file");
 
   npuscope::cli::ReportOptions rep;
   auto* report = app.add_subcommand("report", "Print a run's op table, step and loss-scale summary, overflows, memory");
@@ -115,24 +147,43 @@ int main(int argc, char** argv) {
     return npuscope::cli::runReport(rep);
   }
   if (exporter->parsed()) return npuscope::cli::runExport(exp);
+  if (infer->parsed()) {
+    Progress progress;
+    auto r = npuscope::workloads::infer(inf, std::ref(progress));
+    if (!r.isOk()) return fail(r.status().message());
+    std::printf("model            %s (%s)\n", r->model.c_str(), r->opt_level.c_str());
+    std::printf("device           %s\n", inf.device.c_str());
+    std::printf("top-1 accuracy   %.4f\n", r->top1);
+    std::printf("top-5 accuracy   %.4f (%lld samples)\n", r->top5, static_cast<long long>(r->samples));
+    std::printf("throughput       %.0f samples/s (%.2f s)\n", r->samples_per_second, r->seconds);
+    if (r->run_id >= 0) std::printf("recorded         run %lld in %s\n", static_cast<long long>(r->run_id), inf.db.c_str());
+    return 0;
+  }
   if (train->parsed()) {
     if (no_db) t.db.clear();
     auto dumping = npuscope::dumper::configureDumperFromCli(dump_opts);
     if (!dumping.isOk()) return fail(dumping.status().message());
     t.dump = *dumping;
     Progress progress;
-    std::fprintf(stderr, "training %s on %s (%s, batch %lld, lr %g)\n", t.model.c_str(), t.device.c_str(),
-                 t.dataset.c_str(), static_cast<long long>(t.batch_size), t.lr);
+    std::fprintf(stderr, "training %s on %s (%s, %s, %s lr %g, batch %lld)\n", t.model.c_str(), t.device.c_str(),
+                 t.dataset.c_str(), t.amp.opt_level.c_str(), t.optimizer.c_str(), t.lr,
+                 static_cast<long long>(t.batch_size));
     auto r = npuscope::workloads::train(t, std::ref(progress));
     if (!r.isOk()) return fail(r.status().message());
     const auto mem = npuscope::npu::memory_stats(0);
     std::printf("model            %s\n", t.model.c_str());
     std::printf("device           %s\n", t.device.c_str());
-    std::printf("steps            %lld\n", static_cast<long long>(r->steps));
+    std::printf("amp              %s, %s\n", r->opt_level.c_str(), r->optimizer.c_str());
+    std::printf("steps            %lld", static_cast<long long>(r->steps));
+    if (r->first_step > 0) std::printf(" (resumed after step %lld)", static_cast<long long>(r->first_step));
+    std::printf("\nskipped steps    %lld\n", static_cast<long long>(r->skipped_steps));
     std::printf("final loss       %.4f\n", r->final_loss);
-    std::printf("test accuracy    %.4f (%lld samples)\n", r->test_accuracy, static_cast<long long>(r->test_samples));
+    std::printf("final loss scale %g\n", r->final_loss_scale);
+    std::printf("test accuracy    %.4f (top-5 %.4f, %lld samples)\n", r->test_accuracy, r->test_top5,
+                static_cast<long long>(r->test_samples));
     std::printf("throughput       %.0f samples/s (%.1f s)\n", r->samples_per_second, r->seconds);
     std::printf("npu:0 peak mem   %.1f MiB\n", static_cast<double>(mem.peak_allocated) / (1 << 20));
+    if (!t.save.empty()) std::printf("checkpoint       %s\n", t.save.c_str());
     if (r->run_id >= 0) {
       std::printf("recorded         run %lld in %s (%llu ops", static_cast<long long>(r->run_id), t.db.c_str(),
                   static_cast<unsigned long long>(r->recorded_ops));

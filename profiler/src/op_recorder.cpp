@@ -29,6 +29,10 @@ struct Frame {
   uint32_t shapes_id;
   uint32_t dtypes_id;
   int32_t children;
+  // Children that run on an npu themselves. Ops the CPU kernel calls inside the fallback (on CPU
+  // aliases: mkldnn_convolution, empty, ...) are host work of this op, so an op whose children
+  // are all such is still the device task.
+  int32_t npu_children;
   int8_t device;
   bool backward;
   // The op re-dispatched itself under the same name (a structured op's functional form calling
@@ -216,6 +220,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   Frame f;
   f.name = fn.name();
   f.children = 0;
+  f.npu_children = 0;
   f.merged = false;
   if (!ts.stack.empty()) {
     Frame& parent = ts.stack.back();
@@ -223,6 +228,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
       f = parent;
       f.merged = true;
       f.children = 0;
+      f.npu_children = 0;
       ts.stack.push_back(f);
       return nullptr;
     }
@@ -251,7 +257,10 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
       }
     }
   }
-  if (!ts.stack.empty()) ++ts.stack.back().children;
+  if (!ts.stack.empty()) {
+    ++ts.stack.back().children;
+    if (f.device >= 0) ++ts.stack.back().npu_children;
+  }
   ++ts.depth;
   f.start_ns = nowNs();
   ts.stack.push_back(f);
@@ -265,7 +274,10 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   const Frame f = ts.stack.back();
   ts.stack.pop_back();
   if (f.merged) {
-    if (!ts.stack.empty()) ts.stack.back().children += f.children;
+    if (!ts.stack.empty()) {
+      ts.stack.back().children += f.children;
+      ts.stack.back().npu_children += f.npu_children;
+    }
     return;
   }
   --ts.depth;
@@ -290,8 +302,8 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   r.dtypes_id = f.dtypes_id;
   r.device = f.device;
   r.device_start_ns = r.device_dur_ns = -1;
-  if (f.modeled_ns >= 0 && f.children == 0) {
-    // A leaf op on an npu is a device task, launched when its host part ends.
+  if (f.modeled_ns >= 0 && f.npu_children == 0) {
+    // The innermost op on an npu is a device task, launched when its host part ends.
     const npu::StreamSlot slot = npu::submit_to_stream(f.device, end, f.modeled_ns);
     r.device_start_ns = slot.start_ns;
     r.device_dur_ns = f.modeled_ns;

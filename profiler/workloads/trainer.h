@@ -1,36 +1,60 @@
-// The training and evaluation loops behind `npuscope train`: a built-in model on Fashion-MNIST
-// (or synthetic data) on an npu or the CPU.
+// The training and evaluation loops behind `npuscope train` and `npuscope infer`: a built-in
+// model on Fashion-MNIST (or synthetic data) on an npu or the CPU, with apex-style AMP, a fused
+// optimizer, optional recording into a trace file and checkpoints.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "npuscope/core/status.h"
 
 namespace npuscope::workloads {
 
+// AMP knobs as the CLI takes them; unset ones take the opt level's preset (amp.h).
+struct AmpFlags {
+  std::string opt_level = "O0";
+  std::string loss_scale;  // "dynamic" or a number; "": preset
+  std::optional<double> dynamic_init_scale, scale_growth_factor, scale_backoff_factor, min_loss_scale, max_loss_scale;
+  std::optional<int64_t> scale_window;
+  std::optional<bool> keep_batchnorm_fp32, master_weights, combine_grad;
+  std::string low_precision = "float16";  // or bfloat16
+  std::string overflow_check = "auto";    // auto | float_status | non_finite
+  int verbosity = 1;
+};
+
 struct TrainOptions {
   std::string model = "cnn";
-  std::string device = "npu:0";         // "npu:N" or "cpu"
+  std::string device = "npu:0";           // "npu:N" or "cpu"
   std::string dataset = "fashion-mnist";  // or "synthetic"
-  std::string data_dir;                 // default: Debian's dataset-fashion-mnist
+  std::string data_dir;                   // default: Debian's dataset-fashion-mnist
   int epochs = 1;
-  int64_t max_steps = 0;                // 0: all steps of all epochs
+  int64_t max_steps = 0;                  // 0: all steps of all epochs
   int64_t batch_size = 64;
+  std::string optimizer = "sgd";          // sgd adam adamw adamp lamb adadelta rmsprop rmsprop_tf (NpuFused*)
   double lr = 0.01;
-  double momentum = 0.9;
+  double momentum = 0.9;                  // sgd, rmsprop
+  double weight_decay = 0;
   uint64_t seed = 0;
   int64_t synthetic_size = 2048;
+  AmpFlags amp;
   std::string db;        // trace file to record into ("": no recording)
   std::string schedule;  // profiler schedule, e.g. "wait=1,warmup=1,active=3" ("": every step)
   bool dump = false;     // the dumper is configured (ACL_DUMP_DATA / --dump-config): capture ops
+  std::string save;      // checkpoint written at the end (model, optimizer, amp, step)
+  std::string resume;    // checkpoint to continue from (same model, optimizer, amp and data)
 };
 
 struct TrainResult {
-  int64_t steps = 0;
+  int64_t steps = 0;          // steps of this invocation
+  int64_t first_step = 0;     // global index of its first step (> 0 when resumed)
+  int64_t skipped_steps = 0;  // steps AMP skipped (overflow)
   double final_loss = 0;
+  double final_loss_scale = 1;
+  std::string opt_level, optimizer;
   double test_accuracy = 0;
+  double test_top5 = 0;
   int64_t test_samples = 0;
   double seconds = 0;
   double samples_per_second = 0;
@@ -48,5 +72,27 @@ using ProgressFn = std::function<void(int64_t step, int64_t total, double loss, 
 
 // Checks the options (named errors for bad values), loads the data and trains.
 StatusOr<TrainResult> train(const TrainOptions& options, const ProgressFn& progress);
+
+struct InferOptions {
+  std::string checkpoint;  // written by train --save
+  std::string device = "npu:0";
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;
+  int64_t batch_size = 256;
+  std::string opt_level;   // "" : the checkpoint's; O0..O3 to evaluate at another level
+  std::string db;
+  int64_t synthetic_size = 2048;
+};
+
+struct InferResult {
+  std::string model, opt_level;
+  double top1 = 0, top5 = 0;
+  int64_t samples = 0;
+  double seconds = 0, samples_per_second = 0;
+  int64_t run_id = -1;
+};
+
+// Evaluation as in the online-inference guide: load, eval(), no grad, top-1 / top-5.
+StatusOr<InferResult> infer(const InferOptions& options, const ProgressFn& progress);
 
 }  // namespace npuscope::workloads

@@ -1,5 +1,8 @@
 // `npuscope train` end to end, as a user runs it: results printed, errors as one line + exit 1.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <cmath>
 
 #include <cstdio>
 #include <fstream>
@@ -53,4 +56,85 @@ TEST(CliTrain, CorruptDatasetFileIsNamed) {
   CliRun r = run("train --data " + dir);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("train-images-idx3-ubyte.gz: not an IDX file"), std::string::npos) << r.out;
+}
+
+namespace {
+
+std::string scratch(const std::string& name) {
+  const std::string p = testing::TempDir() + "/npuscope_clitrain_" + name;
+  for (const char* s : {"", "-wal", "-shm", ".json"}) std::remove((p + s).c_str());
+  return p;
+}
+
+double resultOf(const std::string& db, int64_t run, const std::string& key) {
+  sqlite3* d = nullptr;
+  sqlite3_open_v2(db.c_str(), &d, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* st = nullptr;
+  const std::string sql = "SELECT json_extract(results_json, '$." + key + "') FROM runs WHERE id = " + std::to_string(run);
+  EXPECT_EQ(sqlite3_prepare_v2(d, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(d);
+  double v = std::nan("");
+  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) v = sqlite3_column_double(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(d);
+  return v;
+}
+
+}  // namespace
+
+TEST(CliTrain, O2WithAnOverflowingScaleSkipsBacksOffAndRecordsIt) {
+  const std::string db = scratch("o2.db");
+  CliRun r = run("train --dataset synthetic --model cnn --steps 12 --opt-level O2 --optimizer adam --lr 1e-3"
+                 " --dynamic-init-scale 16777216 --db " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("amp              O2, NpuFusedAdam"), std::string::npos) << r.out;
+  const double skipped = resultOf(db, 1, "skipped_steps");
+  EXPECT_GE(skipped, 1) << "2^24 overflows fp16 gradients: the first steps must be skipped\n" << r.out;
+  EXPECT_LT(resultOf(db, 1, "final_loss_scale"), 16777216.0);
+  CliRun rep = run("report " + db);
+  EXPECT_NE(rep.out.find("backoff"), std::string::npos) << rep.out;
+  EXPECT_EQ(rep.out.find("Overflow events: 0"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("skipped steps " + std::to_string(static_cast<int>(skipped))), std::string::npos) << rep.out;
+}
+
+// A run saved after 4 steps and resumed for 4 more ends exactly where 8 uninterrupted steps end.
+TEST(CliTrain, ResumeMatchesTheUninterruptedRunBitExactly) {
+  const std::string db = scratch("resume.db"), ck = scratch("half.pt"), full = scratch("full.pt");
+  const std::string common = " --dataset synthetic --model cnn --opt-level O2 --optimizer adam --lr 1e-3 --seed 11 --db " + db;
+  ASSERT_EQ(run("train --steps 8 --save " + full + common).exit_code, 0);
+  ASSERT_EQ(run("train --steps 4 --save " + ck + common).exit_code, 0);
+  CliRun resumed = run("train --steps 4 --resume " + ck + common);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("resumed after step 4"), std::string::npos) << resumed.out;
+  EXPECT_EQ(resultOf(db, 3, "final_loss"), resultOf(db, 1, "final_loss"));
+  EXPECT_EQ(resultOf(db, 3, "test_accuracy"), resultOf(db, 1, "test_accuracy"));
+  EXPECT_EQ(resultOf(db, 3, "final_loss_scale"), resultOf(db, 1, "final_loss_scale"));
+
+  CliRun inf = run("infer " + full + " --dataset synthetic");
+  ASSERT_EQ(inf.exit_code, 0) << inf.out;
+  const auto pos = inf.out.find("top-1 accuracy   ");
+  ASSERT_NE(pos, std::string::npos) << inf.out;
+  EXPECT_NEAR(std::stod(inf.out.substr(pos + 17)), resultOf(db, 1, "test_accuracy"), 5e-5)  // printed with 4 decimals
+      << "infer evaluates the saved model as train did";
+}
+
+TEST(CliTrain, BadAmpAndOptimizerFlagsAreOneClearLine) {
+  struct Case {
+    const char* args;
+    const char* expect;
+  } cases[] = {
+      {"train --dataset synthetic --opt-level O5", "O5"},
+      {"train --dataset synthetic --optimizer sgdd", "--optimizer 'sgdd': expected one of sgd, adam"},
+      {"train --dataset synthetic --loss-scale -3", "--loss-scale"},
+      {"train --dataset synthetic --low-precision float8", "--low-precision 'float8': expected float16 or bfloat16"},
+      {"train --dataset synthetic --opt-level O1 --keep-batchnorm-fp32 true", "keep_batchnorm_fp32"},
+      {"train --dataset synthetic --resume /nonexistent/ck.pt", "/nonexistent/ck.pt.json: cannot open"},
+      {"infer /nonexistent/ck.pt", "/nonexistent/ck.pt.json: cannot open"},
+  };
+  for (const auto& c : cases) {
+    CliRun r = run(std::string(c.args) + " --no-db");
+    if (std::string(c.args).rfind("infer", 0) == 0) r = run(c.args);
+    EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find("npuscope: error: "), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.args << "\n" << r.out;
+  }
 }
