@@ -193,6 +193,26 @@ TEST(FloatStatusOnTensors, SaturationModeClampsAndOnlyTheRegisterKnows) {
   EXPECT_TRUE(npu::get_float_status(0));
 }
 
+TEST(FloatStatusOnTensors, DoubleScalarsAreFineWithTrackingOn) {
+  for (npu::OverflowMode mode : {npu::OverflowMode::kInfNan, npu::OverflowMode::kSaturation}) {
+    StatusScope s(mode);
+    at::Tensor f = at::full({4}, 3.0f).to(dev());
+    at::Tensor h = f.to(at::kHalf);
+    std::string err = errorOf([&] {
+      EXPECT_EQ((f * 2.5).scalar_type(), at::kFloat);
+      EXPECT_EQ((f * 2.5).cpu()[0].item<float>(), 7.5f);
+      EXPECT_EQ((h * 2.5).scalar_type(), at::kHalf);
+      f.mul_(0.5);
+      EXPECT_EQ(f.cpu()[0].item<float>(), 1.5f);
+      EXPECT_EQ((f + 1.25).cpu()[0].item<float>(), 2.75f);
+      // A 0-dim CPU double tensor (at::scalar_tensor's default dtype) takes part as a scalar.
+      EXPECT_EQ((f * at::scalar_tensor(2.0)).scalar_type(), at::kFloat);
+    });
+    EXPECT_EQ(err, "") << "a Python-style double scalar is not an fp64 tensor";
+    EXPECT_FALSE(npu::get_float_status(0));
+  }
+}
+
 TEST(FloatStatusOnTensors, TrackingOffLeavesTheRegisterAlone) {
   npu::set_float_status_tracking(false);
   npu::clear_float_status(0);
