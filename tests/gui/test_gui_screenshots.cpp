@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <QDir>
+#include <QFile>
+#include <QProcess>
 #include <QTabWidget>
 #include <QTableView>
 #include <QTest>
@@ -123,6 +125,39 @@ TEST(Screenshots, EveryView) {
   EXPECT_FALSE(bad.openFile(QString::fromStdString(text), true));
   save(&bad, "09_error_message");
   QFile::remove(QString::fromStdString(text));
+}
+
+
+// The same views on a run the real CLI recorded (AMP O2 with an overflowing first scale, so the
+// training view has skipped steps and overflow events), saved as real_*.png.
+TEST(Screenshots, RealRecordedRun) {
+  npuscope::testing::ensureApp();
+  const std::string db = npuscope::testing::tempPath("real_run.db");
+  for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(QString::fromStdString(db + suffix));
+  QProcess cli;
+  cli.start(NPUSCOPE_CLI, {"train", "--dataset", "synthetic", "--model", "cnn", "--steps", "12", "--opt-level", "O2",
+                           "--optimizer", "adam", "--lr", "1e-3", "--dynamic-init-scale", "16777216", "--db",
+                           QString::fromStdString(db)});
+  ASSERT_TRUE(cli.waitForFinished(120000));
+  ASSERT_EQ(cli.exitCode(), 0) << cli.readAllStandardError().toStdString();
+
+  MainWindow w;
+  w.setSynchronous(true);
+  w.resize(1600, 950);
+  w.show();
+  ASSERT_TRUE(w.openFile(QString::fromStdString(db), true));
+  QTest::qWait(50);
+  w.tabs()->setCurrentWidget(w.timeline());
+  w.timeline()->view()->fitAll();
+  save(&w, "real_01_timeline_run");
+  w.timeline()->view()->fitStep(6);
+  save(&w, "real_02_timeline_step");
+  w.tabs()->setCurrentWidget(w.operators());
+  w.operators()->table()->selectRow(0);
+  save(&w, "real_03_operators");
+  w.tabs()->setCurrentWidget(w.training());
+  w.training()->showStep(0);
+  save(&w, "real_04_training");
 }
 
 }  // namespace
