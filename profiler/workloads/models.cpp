@@ -9,6 +9,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/transformer.h>
 #include <torch/nn/modules/transformerlayer.h>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/serialization/import.h>
 
 namespace npuscope::workloads {
 namespace {
@@ -128,6 +130,36 @@ class Transformer : public Model {
   torch::nn::LayerNorm norm_{nullptr};
 };
 
+// A TorchScript module saved from Python (forward(x) -> logits). Its parameters and buffers are
+// registered here too (the same tensors), so optimizers, AMP's casts and Module::to see them.
+class Scripted : public Model {
+ public:
+  explicit Scripted(torch::jit::Module m) : m_(std::move(m)) {
+    for (const auto& p : m_.named_parameters(/*recurse=*/true)) register_parameter(flat(p.name), p.value);
+    for (const auto& b : m_.named_buffers(/*recurse=*/true)) register_buffer(flat(b.name), b.value);
+  }
+  at::Tensor forward(at::Tensor x) override {
+    c10::IValue out = m_.forward({x});
+    if (!out.isTensor()) throw std::runtime_error("the TorchScript model's forward must return one tensor");
+    return out.toTensor();
+  }
+  void train(bool on) override {
+    torch::nn::Module::train(on);
+    m_.train(on);
+  }
+
+ private:
+  static std::string flat(std::string name) {
+    for (char& c : name) c = c == '.' ? '_' : c;
+    return name;
+  }
+  torch::jit::Module m_;
+};
+
+bool endsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 }  // namespace
 
 const std::vector<std::string>& modelNames() {
@@ -139,10 +171,18 @@ StatusOr<std::shared_ptr<Model>> makeModel(const std::string& name) {
   if (name == "mlp") return std::shared_ptr<Model>(std::make_shared<Mlp>());
   if (name == "cnn") return std::shared_ptr<Model>(std::make_shared<Cnn>());
   if (name == "resnet") return std::shared_ptr<Model>(std::make_shared<ResNet>());
+  if (endsWith(name, ".pt") || endsWith(name, ".pth") || name.find('/') != std::string::npos) {
+    try {
+      return std::shared_ptr<Model>(std::make_shared<Scripted>(torch::jit::load(name)));
+    } catch (const c10::Error& e) {
+      std::string what = e.what_without_backtrace();
+      return invalidArgument(name + ": cannot load a TorchScript model (" + what.substr(0, what.find('\n')) + ")");
+    }
+  }
   if (name == "transformer") return std::shared_ptr<Model>(std::make_shared<Transformer>());
   std::string known;
   for (const auto& n : modelNames()) known += (known.empty() ? "" : ", ") + n;
-  return invalidArgument("unknown model '" + name + "': expected one of " + known);
+  return invalidArgument("unknown model '" + name + "': expected one of " + known + " or a TorchScript file (.pt)");
 }
 
 }  // namespace npuscope::workloads

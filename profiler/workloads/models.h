@@ -23,6 +23,8 @@ class Model : public torch::nn::Module {
 // "resnet": a 3x3 stem and three residual blocks (16, 32, 64 channels) with BatchNorm, global
 //   average pooling, a linear classifier (exercises O2's BatchNorm rule).
 // "transformer": image rows as 28 tokens, a 2-layer encoder (d 64, 4 heads), mean pooling.
+// A path ending in .pt / .pth (or holding a '/'): a TorchScript module saved from Python whose
+// forward(x) takes [N, 1, 28, 28] images and returns logits.
 StatusOr<std::shared_ptr<Model>> makeModel(const std::string& name);
 const std::vector<std::string>& modelNames();
 
