@@ -3,6 +3,7 @@
 // a file that is not ours is never touched.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -16,8 +17,9 @@
 namespace {
 
 
+// Per process: CTest runs the tests of this file as separate processes, in parallel.
 std::string tempPath(const std::string& name) {
-  const std::string p = testing::TempDir() + "/npuscope_cli_" + name;
+  const std::string p = testing::TempDir() + "/npuscope_cli_" + std::to_string(getpid()) + "_" + name;
   for (const char* s : {"", "-wal", "-shm"}) std::remove((p + s).c_str());
   return p;
 }

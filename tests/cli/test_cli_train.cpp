@@ -1,6 +1,7 @@
 // `npuscope train` end to end, as a user runs it: results printed, errors as one line + exit 1.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <cmath>
 
@@ -61,7 +62,7 @@ TEST(CliTrain, CorruptDatasetFileIsNamed) {
 namespace {
 
 std::string scratch(const std::string& name) {
-  const std::string p = testing::TempDir() + "/npuscope_clitrain_" + name;
+  const std::string p = testing::TempDir() + "/npuscope_clitrain_" + std::to_string(getpid()) + "_" + name;
   for (const char* s : {"", "-wal", "-shm", ".json"}) std::remove((p + s).c_str());
   return p;
 }
