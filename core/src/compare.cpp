@@ -333,6 +333,25 @@ StatusOr<std::vector<double>> loadValues(TraceReader& r, const TensorDumpInfo& d
   return toDoubles(raw.data(), t, raw.size() / es);
 }
 
+// The factor a tensor of run A carries over its partner in run B because of loss scaling: the
+// ratio of the two runs' loss scales at that step, when the tensors' norms differ by that very
+// ratio (within 5 %) — gradients of a scaled backward do, activations and weights do not.
+// Otherwise 1.
+double lossScaleRatio(const std::vector<double>& va, const std::vector<double>& vb,
+                      const std::map<int64_t, double>& scales_a, const std::map<int64_t, double>& scales_b,
+                      int64_t step) {
+  const auto ia = scales_a.find(step), ib = scales_b.find(step);
+  const double sa = ia == scales_a.end() ? 1.0 : ia->second, sb = ib == scales_b.end() ? 1.0 : ib->second;
+  const double k = sa / sb;
+  if (!(k > 2.0 || k < 0.5) || !std::isfinite(k)) return 1.0;
+  double na = 0, nb = 0;
+  for (double v : va) na += v * v;
+  for (double v : vb) nb += v * v;
+  if (!(nb > 0) || !std::isfinite(na) || !std::isfinite(nb)) return 1.0;
+  const double r = std::sqrt(na / nb);
+  return std::abs(r / k - 1.0) < 0.05 ? k : 1.0;
+}
+
 }  // namespace
 
 StatusOr<CompareResult> compareRuns(TraceReader& a, int64_t run_a, TraceReader& b, int64_t run_b,
@@ -342,6 +361,19 @@ StatusOr<CompareResult> compareRuns(TraceReader& a, int64_t run_a, TraceReader& 
   using Key = std::tuple<int64_t, std::string, std::string, int64_t>;
   std::map<Key, const TensorDumpInfo*> bench;
   for (const auto& d : db) bench.emplace(Key{d.step, d.op_name, d.io, d.idx}, &d);
+
+  // Loss scales per step: a loss-scaled backward (O1/O2) holds gradients multiplied by its
+  // scale; comparing them to an unscaled run needs the scales taken out first.
+  auto scalesOf = [](TraceReader& r, int64_t run) -> StatusOr<std::map<int64_t, double>> {
+    ASSIGN_OR_RETURN(std::vector<StepRow> steps, r.steps(run));
+    std::map<int64_t, double> out;
+    for (const StepRow& s : steps) {
+      if (s.loss_scale && *s.loss_scale > 0) out[s.step] = *s.loss_scale;
+    }
+    return out;
+  };
+  ASSIGN_OR_RETURN(auto scales_a, scalesOf(a, run_a));
+  ASSIGN_OR_RETURN(auto scales_b, scalesOf(b, run_b));
 
   CompareResult res;
   for (const auto& d : da) {
@@ -391,6 +423,13 @@ StatusOr<CompareResult> compareRuns(TraceReader& a, int64_t run_a, TraceReader& 
           row.verdict = Verdict::kError;
           row.message = "element counts differ";
         } else {
+          row.loss_scale_ratio = lossScaleRatio(va, vb, scales_a, scales_b, d.step);
+          if (row.loss_scale_ratio != 1.0) {
+            for (double& v : va) v /= row.loss_scale_ratio;
+            char buf[96];
+            std::snprintf(buf, sizeof buf, "compared after dividing by the loss-scale ratio %g", row.loss_scale_ratio);
+            row.message = buf;
+          }
           row.metrics = computeMetrics(va.data(), vb.data(), va.size());
           row.has_metrics = true;
           row.verdict = verdictFor(row.metrics);

@@ -177,4 +177,46 @@ TEST(CompareTest, IdenticalRunsGiveCosineOneAndNoError) {
 }
 
 }  // namespace
+
+// An O2-style run whose backward ran on a loss scale of 1024 against an unscaled run: its
+// gradients are 1024x the bench's and must compare clean once the scale is taken out, while a
+// genuinely different tensor still fails.
+TEST(CompareTest, LossScaledGradientsCompareAfterTheScaleIsRemoved) {
+  const std::string path = (std::filesystem::temp_directory_path() / "npuscope_compare_scaled.db").string();
+  std::filesystem::remove(path);
+  int64_t scaled, plain;
+  auto writeScaledRun = [](TraceWriter& w, double loss_scale, float factor, float other) {
+    auto run = w.beginRun(RunInfo{});
+    EXPECT_TRUE(run.isOk());
+    StepRecord st;
+    st.step = 0;
+    st.loss_scale = loss_scale;
+    w.addStep(st);
+    w.addTensorDumps({record(0, "mm.0.backward", "output", {1.5f * factor, -2.0f * factor, 0.25f * factor})});
+    w.addTensorDumps({record(0, "relu.0.forward", "output", {1, 2, other})});
+    EXPECT_TRUE(w.endRun("completed").isOk());
+    return *run;
+  };
+  {
+    auto w = TraceWriter::open(path);
+    ASSERT_TRUE(w.isOk()) << w.status().message();
+    scaled = writeScaledRun(**w, 1024.0, 1024.0f, 3);
+    plain = writeScaledRun(**w, 1.0, 1.0f, 30);
+  }
+  auto reader = TraceReader::open(path);
+  ASSERT_TRUE(reader.isOk());
+  auto res = compareRuns(**reader, scaled, **reader, plain);
+  ASSERT_TRUE(res.isOk()) << res.status().message();
+  ASSERT_EQ(res->rows.size(), 2u);
+  const CompareRow& grad = res->rows[0];
+  EXPECT_EQ(grad.loss_scale_ratio, 1024.0);
+  EXPECT_EQ(grad.verdict, Verdict::kPass) << grad.message;
+  EXPECT_EQ(grad.metrics.max_abs_err, 0.0);
+  EXPECT_NE(grad.message.find("loss-scale ratio 1024"), std::string::npos) << grad.message;
+  const CompareRow& act = res->rows[1];
+  EXPECT_EQ(act.loss_scale_ratio, 1.0) << "an activation is not scaled";
+  EXPECT_EQ(act.verdict, Verdict::kError);
+  EXPECT_EQ(res->first_divergent_op, "relu.0.forward");
+}
+
 }  // namespace npuscope::compare

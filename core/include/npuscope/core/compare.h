@@ -98,6 +98,10 @@ struct CompareRow {
   TensorMetrics metrics;
   std::optional<double> npu_max, npu_min, npu_mean, npu_l2norm, bench_max, bench_min, bench_mean, bench_l2norm;
   Verdict verdict = Verdict::kNotCompared;
+  // Run A's values were divided by this before the metrics: the ratio of the two runs' loss
+  // scales at the step, for a gradient of a loss-scaled backward (its norm differs by that ratio
+  // within 5 %). 1 otherwise.
+  double loss_scale_ratio = 1.0;
   std::string message;  // why a row is n/a or an error without metrics ("missing in bench", ...)
   // `{op_name}.{io}.{idx}`, msprobe's tensor name (e.g. "addmm.3.forward.output.0").
   std::string tensorName() const;
