@@ -754,46 +754,14 @@ StatusOr<OpAggregateTable> TraceReader::opAggregates(const OpAggregateQuery& q) 
     table.total_device_ns += g.device;
   }
   table.rows.reserve(groups.size());
-  const double denom = table.self_sum_ns > 0 ? static_cast<double>(table.self_sum_ns) : 0.0;
   for (const auto& g : groups) {
-    OpAggregate a;
-    a.name = std::string(stringValue(g.name_id));
-    if (q.group_by == OpGroupBy::kNameAndShapes) a.input_shapes = std::string(stringValue(g.shapes_id));
-    a.calls = g.calls;
-    a.total_ns = g.total;
-    a.self_ns = g.self;
-    a.min_ns = g.min;
-    a.max_ns = g.max;
-    a.avg_ns = g.calls ? static_cast<double>(g.total) / static_cast<double>(g.calls) : 0.0;
-    a.self_pct = denom > 0 ? 100.0 * static_cast<double>(g.self) / denom : 0.0;
-    a.total_pct = denom > 0 ? 100.0 * static_cast<double>(g.total) / denom : 0.0;
-    a.device_ns = g.device;
-    a.device_calls = g.device_calls;
-    table.rows.push_back(std::move(a));
+    table.rows.push_back(makeOpAggregate(std::string(stringValue(g.name_id)),
+                                         q.group_by == OpGroupBy::kNameAndShapes ? std::string(stringValue(g.shapes_id))
+                                                                                 : std::string(),
+                                         g.calls, g.total, g.self, g.min, g.max, g.device, g.device_calls,
+                                         table.self_sum_ns));
   }
-  // Ties break by name, then shapes, so the order is stable across runs of the query.
-  auto metric = [&](const OpAggregate& a) -> double {
-    switch (q.sort) {
-      case OpSortKey::kSelfTime: return static_cast<double>(a.self_ns);
-      case OpSortKey::kTotalTime: return static_cast<double>(a.total_ns);
-      case OpSortKey::kCount: return static_cast<double>(a.calls);
-      case OpSortKey::kAvgTime: return a.avg_ns;
-      case OpSortKey::kDeviceTime: return static_cast<double>(a.device_ns);
-      case OpSortKey::kName: return 0.0;
-    }
-    return 0.0;
-  };
-  const bool by_name = q.sort == OpSortKey::kName;
-  std::sort(table.rows.begin(), table.rows.end(), [&](const OpAggregate& a, const OpAggregate& b) {
-    if (!by_name) {
-      const double ma = metric(a), mb = metric(b);
-      if (ma != mb) return q.descending ? ma > mb : ma < mb;
-      if (a.name != b.name) return a.name < b.name;
-      return a.input_shapes < b.input_shapes;
-    }
-    if (a.name != b.name) return q.descending ? a.name > b.name : a.name < b.name;
-    return a.input_shapes < b.input_shapes;
-  });
+  sortOpTable(&table.rows, q.sort, q.descending);
   if (q.top_n > 0 && table.rows.size() > q.top_n) table.rows.resize(q.top_n);
   return table;
 }
@@ -1190,6 +1158,51 @@ StatusOr<TensorDumpData> TraceReader::tensorDumpData(int64_t dump_id) {
 }
 
 // ---------------------------------------------------------------------------------------------
+
+void sortOpTable(std::vector<OpAggregate>* rows, OpSortKey sort, bool descending) {
+  auto metric = [&](const OpAggregate& a) -> double {
+    switch (sort) {
+      case OpSortKey::kSelfTime: return static_cast<double>(a.self_ns);
+      case OpSortKey::kTotalTime: return static_cast<double>(a.total_ns);
+      case OpSortKey::kCount: return static_cast<double>(a.calls);
+      case OpSortKey::kAvgTime: return a.avg_ns;
+      case OpSortKey::kDeviceTime: return static_cast<double>(a.device_ns);
+      case OpSortKey::kName: return 0.0;
+    }
+    return 0.0;
+  };
+  const bool by_name = sort == OpSortKey::kName;
+  std::sort(rows->begin(), rows->end(), [&](const OpAggregate& a, const OpAggregate& b) {
+    if (!by_name) {
+      const double ma = metric(a), mb = metric(b);
+      if (ma != mb) return descending ? ma > mb : ma < mb;
+      if (a.name != b.name) return a.name < b.name;
+      return a.input_shapes < b.input_shapes;
+    }
+    if (a.name != b.name) return descending ? a.name > b.name : a.name < b.name;
+    return a.input_shapes < b.input_shapes;
+  });
+}
+
+OpAggregate makeOpAggregate(std::string name, std::string input_shapes, int64_t calls, int64_t total_ns,
+                            int64_t self_ns, int64_t min_ns, int64_t max_ns, int64_t device_ns, int64_t device_calls,
+                            int64_t self_sum_ns) {
+  const double denom = self_sum_ns > 0 ? static_cast<double>(self_sum_ns) : 0.0;
+  OpAggregate a;
+  a.name = std::move(name);
+  a.input_shapes = std::move(input_shapes);
+  a.calls = calls;
+  a.total_ns = total_ns;
+  a.self_ns = self_ns;
+  a.min_ns = min_ns;
+  a.max_ns = max_ns;
+  a.avg_ns = calls ? static_cast<double>(total_ns) / static_cast<double>(calls) : 0.0;
+  a.self_pct = denom > 0 ? 100.0 * static_cast<double>(self_ns) / denom : 0.0;
+  a.total_pct = denom > 0 ? 100.0 * static_cast<double>(total_ns) / denom : 0.0;
+  a.device_ns = device_ns;
+  a.device_calls = device_calls;
+  return a;
+}
 
 StatusOr<OpSortKey> parseOpSortKey(const std::string& text) {
   for (OpSortKey k : {OpSortKey::kSelfTime, OpSortKey::kTotalTime, OpSortKey::kCount, OpSortKey::kAvgTime,

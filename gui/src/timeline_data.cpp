@@ -366,31 +366,6 @@ uint32_t TimelineData::stringIndex(std::string_view s) const {
   return 0;
 }
 
-void sortOpTable(std::vector<OpAggregate>* rows, OpSortKey sort, bool descending) {
-  auto metric = [&](const OpAggregate& a) -> double {
-    switch (sort) {
-      case OpSortKey::kSelfTime: return static_cast<double>(a.self_ns);
-      case OpSortKey::kTotalTime: return static_cast<double>(a.total_ns);
-      case OpSortKey::kCount: return static_cast<double>(a.calls);
-      case OpSortKey::kAvgTime: return a.avg_ns;
-      case OpSortKey::kDeviceTime: return static_cast<double>(a.device_ns);
-      case OpSortKey::kName: return 0.0;
-    }
-    return 0.0;
-  };
-  const bool by_name = sort == OpSortKey::kName;
-  std::sort(rows->begin(), rows->end(), [&](const OpAggregate& a, const OpAggregate& b) {
-    if (!by_name) {
-      const double ma = metric(a), mb = metric(b);
-      if (ma != mb) return descending ? ma > mb : ma < mb;
-      if (a.name != b.name) return a.name < b.name;
-      return a.input_shapes < b.input_shapes;
-    }
-    if (a.name != b.name) return descending ? a.name > b.name : a.name < b.name;
-    return a.input_shapes < b.input_shapes;
-  });
-}
-
 OpAggregateTable TimelineData::aggregate(const TimeWindow& window, OpGroupBy group_by, OpSortKey sort) const {
   struct Group {
     uint32_t name = 0, shapes = 0;
@@ -456,23 +431,10 @@ OpAggregateTable TimelineData::aggregate(const TimeWindow& window, OpGroupBy gro
     table.self_sum_ns += g.self;
     table.total_device_ns += g.device;
   }
-  const double denom = table.self_sum_ns > 0 ? static_cast<double>(table.self_sum_ns) : 0.0;
   table.rows.reserve(groups.size());
   for (const Group& g : groups) {
-    OpAggregate a;
-    a.name = str(g.name);
-    if (by_shapes) a.input_shapes = str(g.shapes);
-    a.calls = g.calls;
-    a.total_ns = g.total;
-    a.self_ns = g.self;
-    a.min_ns = g.min;
-    a.max_ns = g.max;
-    a.avg_ns = g.calls ? static_cast<double>(g.total) / static_cast<double>(g.calls) : 0.0;
-    a.self_pct = denom > 0 ? 100.0 * static_cast<double>(g.self) / denom : 0.0;
-    a.total_pct = denom > 0 ? 100.0 * static_cast<double>(g.total) / denom : 0.0;
-    a.device_ns = g.device;
-    a.device_calls = g.device_calls;
-    table.rows.push_back(std::move(a));
+    table.rows.push_back(makeOpAggregate(str(g.name), by_shapes ? str(g.shapes) : std::string(), g.calls, g.total,
+                                         g.self, g.min, g.max, g.device, g.device_calls, table.self_sum_ns));
   }
   sortOpTable(&table.rows, sort, true);
   return table;

@@ -1,10 +1,12 @@
 // Runs the npuscope executable as a user would, through the shell.
 #pragma once
 
+#include <sqlite3.h>
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
+#include <cstdint>
 #include <string>
 
 struct CliRun {
@@ -23,4 +25,18 @@ inline CliRun run(const std::string& args, bool merge_stderr = true) {
   const int st = pclose(p);
   r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
+}
+
+// The first column of the first row of `sql` over the trace file `db` (-1: no row).
+inline int64_t sqlInt(const std::string& db, const std::string& sql) {
+  sqlite3* d = nullptr;
+  sqlite3_open_v2(db.c_str(), &d, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* st = nullptr;
+  int64_t v = -1;
+  if (sqlite3_prepare_v2(d, sql.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+    v = sqlite3_column_int64(st, 0);
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(d);
+  return v;
 }

@@ -24,18 +24,6 @@ std::string tempPath(const std::string& name) {
   return p;
 }
 
-int64_t sqlInt(const std::string& db, const std::string& sql) {
-  sqlite3* d = nullptr;
-  EXPECT_EQ(sqlite3_open_v2(db.c_str(), &d, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-  sqlite3_stmt* st = nullptr;
-  EXPECT_EQ(sqlite3_prepare_v2(d, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(d);
-  int64_t v = -1;
-  if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(d);
-  return v;
-}
-
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream s;

@@ -305,6 +305,14 @@ class MemoryCursor {
   Status status_;
 };
 
+// Sorts an op table as TraceReader::opAggregates does (ties by name, then shapes, so the order
+// is stable); for front ends that aggregate ops they already hold.
+void sortOpTable(std::vector<OpAggregate>* rows, OpSortKey sort, bool descending);
+// A table row from a group's sums: avg and percentages derived, self_sum_ns the table's 100 %.
+OpAggregate makeOpAggregate(std::string name, std::string input_shapes, int64_t calls, int64_t total_ns,
+                            int64_t self_ns, int64_t min_ns, int64_t max_ns, int64_t device_ns, int64_t device_calls,
+                            int64_t self_sum_ns);
+
 // The strings of the CLI's op table for a sort key ("self", "total", "count", "avg", "name",
 // "device") and back; kInvalidArgument names the accepted keys.
 StatusOr<OpSortKey> parseOpSortKey(const std::string& text);

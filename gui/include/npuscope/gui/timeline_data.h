@@ -121,7 +121,4 @@ class TimelineData {
   int host_lanes_ = 0;  // lanes_[0, host_lanes_) are thread lanes
 };
 
-// Sorts an op table the way TraceReader::opAggregates does.
-void sortOpTable(std::vector<OpAggregate>* rows, OpSortKey sort, bool descending);
-
 }  // namespace npuscope::gui
