@@ -49,13 +49,19 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   // Only the dispatcher's ops: autograd nodes (MulBackward0, ...) are scopes, not kernels.
   if (name.rfind("aten::", 0) != 0) return nullptr;
   OpUse local;
+  bool any_tensor = false, any_npu = false;
   for (const c10::IValue& v : fn.inputs()) {
     if (!v.isTensor() || !v.toTensor().defined()) continue;
+    any_tensor = true;
+    any_npu |= v.toTensor().device().type() == npu::kDeviceType;
     const auto st = v.toTensor().scalar_type();
     local.dtypes.insert(c10::toString(st));
     local.low_precision |= st == at::kHalf || st == at::kBFloat16;
     local.fp64 |= st == at::kDouble;
   }
+  // Calls made by a CPU kernel inside the device's fallback (on CPU aliases of npu memory, e.g.
+  // mkldnn_convolution) are how the emulation computes, not ops the model asks of the npu.
+  if (any_tensor && !any_npu) return nullptr;
   std::lock_guard<std::mutex> lock(g_collector->mu);
   OpUse& u = g_collector->ops[name];
   ++u.calls;
