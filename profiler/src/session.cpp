@@ -86,7 +86,13 @@ StatusOr<std::unique_ptr<RecordingSession>> RecordingSession::start(const Sessio
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
   }
-  ASSIGN_OR_RETURN(impl->run_id, impl->writer->beginRun(info));
+  auto run_id = impl->writer->beginRun(info);
+  if (!run_id.isOk()) {
+    const std::string& m = run_id.status().message();
+    return ioError(options.path + ": cannot start a run: " + m +
+                   (m.find("locked") != std::string::npos ? " (another process is writing this file)" : ""));
+  }
+  impl->run_id = *run_id;
   std::unique_ptr<RecordingSession> s(new RecordingSession(std::move(impl)));
   RecordingSession* expected = nullptr;
   if (!g_active.compare_exchange_strong(expected, s.get())) {

@@ -158,4 +158,24 @@ TEST(CliReport, BadInputIsOneClearLineAndNothingIsTouched) {
   EXPECT_EQ(slurp(junk), before) << "a file that is not ours was modified";
 }
 
+
+// Another process holds the file's write lock for longer than the writer waits (5 s).
+TEST(CliTrain, LockedDatabaseIsNamedAndLeftConsistent) {
+  const std::string db = tempPath("locked.db");
+  ASSERT_EQ(run("train --dataset synthetic --model mlp --steps 1 --db " + db).exit_code, 0);
+  sqlite3* holder = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &holder), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(holder, "BEGIN EXCLUSIVE; INSERT INTO strings(value) VALUES ('held')", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  CliRun r = run("train --dataset synthetic --model mlp --steps 1 --db " + db);
+  sqlite3_exec(holder, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(holder);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("npuscope: error: " + db + ": cannot start a run: database is locked"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM runs"), 1) << "the earlier run is still there";
+  CliRun check = run("report " + db);
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+}
+
 }  // namespace
