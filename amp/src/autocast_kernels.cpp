@@ -1,5 +1,6 @@
 #include "autocast_kernels.h"
 
+#include <c10/core/ScalarType.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
@@ -120,7 +121,7 @@ void autocastKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
       for (auto it = first; it != stack->end(); ++it) {
         visitTensors(*it, [&](const at::Tensor& t) {
           if (!eligible(t)) return;
-          target = target == at::ScalarType::Undefined ? t.scalar_type() : at::promote_types(target, t.scalar_type());
+          target = target == at::ScalarType::Undefined ? t.scalar_type() : c10::promoteTypes(target, t.scalar_type());
         });
       }
     }

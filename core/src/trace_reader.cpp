@@ -359,7 +359,7 @@ std::vector<RowidRange> rowidRanges(int64_t min_id, int64_t max_id) {
   for (unsigned i = 0; i < k; ++i) {
     const int64_t hi = i + 1 == k ? kMaxTime : min_id + per_range * static_cast<int64_t>(i + 1) - 1;
     out.push_back(RowidRange{lo, hi});
-    lo = hi + 1;
+    if (i + 1 < k) lo = hi + 1;  // the last hi is kMaxTime: nothing follows it
   }
   return out;
 }

@@ -8,6 +8,7 @@
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/transformer.h>
+#include <torch/nn/modules/transformercoder.h>
 #include <torch/nn/modules/transformerlayer.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/serialization/import.h>
