@@ -134,12 +134,24 @@ TEST(Screenshots, RealRecordedRun) {
   npuscope::testing::ensureApp();
   const std::string db = npuscope::testing::tempPath("real_run.db");
   for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(QString::fromStdString(db + suffix));
-  QProcess cli;
-  cli.start(NPUSCOPE_CLI, {"train", "--dataset", "synthetic", "--model", "cnn", "--steps", "12", "--opt-level", "O2",
-                           "--optimizer", "adam", "--lr", "1e-3", "--dynamic-init-scale", "16777216", "--db",
-                           QString::fromStdString(db)});
-  ASSERT_TRUE(cli.waitForFinished(120000));
-  ASSERT_EQ(cli.exitCode(), 0) << cli.readAllStandardError().toStdString();
+  // Step 6's ops are dumped (tensor mode) in an O0 run and an O2 run of the same seed and data,
+  // so the dumps and compare views show real tensors too.
+  const std::string acl = npuscope::testing::tempPath("real_acl.json");
+  {
+    QFile f(QString::fromStdString(acl));
+    ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+    f.write(R"({"dump": {"dump_mode": "all", "dump_list": [], "dump_step": "6", "dump_data": "tensor"}})");
+  }
+  for (const char* level : {"O0", "O2"}) {
+    QStringList args{"train", "--dataset", "synthetic", "--model", "cnn", "--steps", "12", "--opt-level", level,
+                     "--optimizer", "adam", "--lr", "1e-3", "--dump-config", QString::fromStdString(acl),
+                     "--db", QString::fromStdString(db)};
+    if (QString(level) == "O2") args << "--dynamic-init-scale" << "16777216";  // overflows: skipped steps
+    QProcess cli;
+    cli.start(NPUSCOPE_CLI, args);
+    ASSERT_TRUE(cli.waitForFinished(120000));
+    ASSERT_EQ(cli.exitCode(), 0) << cli.readAllStandardError().toStdString();
+  }
 
   MainWindow w;
   w.setSynchronous(true);
@@ -158,6 +170,14 @@ TEST(Screenshots, RealRecordedRun) {
   w.tabs()->setCurrentWidget(w.training());
   w.training()->showStep(0);
   save(&w, "real_04_training");
+  w.tabs()->setCurrentWidget(w.dumps());
+  ASSERT_GT(w.dumps()->model()->rowCount(), 10) << "the O2 run's step 6 was dumped";
+  w.dumps()->table()->selectRow(3);
+  save(&w, "real_05_dumps");
+  w.selectRuns({2, 1});  // the O2 run against the O0 run
+  w.tabs()->setCurrentWidget(w.compare());
+  w.compare()->table()->selectRow(0);
+  save(&w, "real_06_compare");
 }
 
 }  // namespace
