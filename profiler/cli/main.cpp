@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/fail.h"
 #include "cli/ops_command.h"
 #include "cli/report.h"
 #include "dump_commands.h"
@@ -16,10 +17,7 @@
 
 namespace {
 
-int fail(const std::string& message) {
-  std::fprintf(stderr, "npuscope: error: %s\n", message.c_str());
-  return 1;
-}
+using npuscope::cli::fail;
 
 // A progress bar with rate and ETA on a terminal, a plain line every 10% otherwise.
 class Progress {

@@ -1,4 +1,5 @@
 #include "cli/ops_command.h"
+#include "cli/fail.h"
 
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
@@ -19,11 +20,6 @@
 
 namespace npuscope::cli {
 namespace {
-
-int fail(const std::string& message) {
-  std::fprintf(stderr, "npuscope: error: %s\n", message.c_str());
-  return 1;
-}
 
 enum Phase { kForward = 0, kBackward = 1, kOptimizer = 2 };
 const char* kPhaseNames[] = {"forward", "backward", "optimizer"};

@@ -1,4 +1,5 @@
 #include "cli/report.h"
+#include "cli/fail.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,11 +17,6 @@
 
 namespace npuscope::cli {
 namespace {
-
-int fail(const std::string& message) {
-  std::fprintf(stderr, "npuscope: error: %s\n", message.c_str());
-  return 1;
-}
 
 std::string wallTime(int64_t unix_ns) {
   const std::time_t t = static_cast<std::time_t>(unix_ns / 1000000000);
@@ -69,7 +65,6 @@ struct StepSummary {
 StepSummary summarize(const std::vector<StepRow>& steps, const std::vector<StepDeviceTime>& device) {
   StepSummary s;
   s.recorded = static_cast<int64_t>(steps.size());
-  std::vector<const StepDeviceTime*> by_step;
   size_t d = 0;
   for (const StepRow& r : steps) {
     s.durations.push_back(r.dur_ns);

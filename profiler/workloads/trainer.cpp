@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <type_traits>
 
 #include "npuscope/amp/amp.h"
 #include "npuscope/core/clock.h"
@@ -58,58 +59,34 @@ std::string errorLine(const c10::Error& e) {
   return s.substr(0, s.find('\n'));
 }
 
-amp::OptimizerFactory optimizerFactory(const TrainOptions& o) {
-  return [o](const std::vector<at::Tensor>& params,
-             const optim::FusedOptimizerConfig& config) -> std::shared_ptr<optim::NpuFusedOptimizer> {
-    const std::string& n = o.optimizer;
-    if (n == "sgd") {
-      optim::NpuFusedSGDOptions opt(o.lr);
-      opt.momentum = o.momentum;
-      opt.weightDecay = o.weight_decay;
-      return std::make_shared<optim::NpuFusedSGD>(params, opt, config);
-    }
-    if (n == "adam") {
-      optim::NpuFusedAdamOptions opt;
-      opt.lr = o.lr;
-      opt.weightDecay = o.weight_decay;
-      return std::make_shared<optim::NpuFusedAdam>(params, opt, config);
-    }
-    if (n == "adamw") {
-      optim::NpuFusedAdamWOptions opt;
-      opt.lr = o.lr;
-      opt.weightDecay = o.weight_decay;
-      return std::make_shared<optim::NpuFusedAdamW>(params, opt, config);
-    }
-    if (n == "adamp") {
-      optim::NpuFusedAdamPOptions opt;
-      opt.lr = o.lr;
-      opt.weightDecay = o.weight_decay;
-      return std::make_shared<optim::NpuFusedAdamP>(params, opt, config);
-    }
-    if (n == "lamb") {
-      optim::NpuFusedLambOptions opt;
-      opt.lr = o.lr;
-      opt.weightDecay = o.weight_decay;
-      return std::make_shared<optim::NpuFusedLamb>(params, opt, config);
-    }
-    if (n == "adadelta") {
-      optim::NpuFusedAdadeltaOptions opt;
-      opt.lr = o.lr;
-      opt.weightDecay = o.weight_decay;
-      return std::make_shared<optim::NpuFusedAdadelta>(params, opt, config);
-    }
-    if (n == "rmsprop") {
-      optim::NpuFusedRMSpropOptions opt;
-      opt.lr = o.lr;
-      opt.momentum = o.momentum;
-      opt.weightDecay = o.weight_decay;
-      return std::make_shared<optim::NpuFusedRMSprop>(params, opt, config);
-    }
-    optim::NpuFusedRMSpropTFOptions opt;
-    opt.lr = o.lr;
+// One NpuFused* optimizer with the run's lr and weight decay (and momentum where it has one);
+// every other hyper-parameter keeps torch_npu's default.
+template <class Optimizer, class OptimizerOptions>
+std::shared_ptr<optim::NpuFusedOptimizer> makeFused(OptimizerOptions opt, const TrainOptions& o,
+                                                    const std::vector<at::Tensor>& params,
+                                                    const optim::FusedOptimizerConfig& config) {
+  opt.lr = o.lr;
+  opt.weightDecay = o.weight_decay;
+  if constexpr (std::is_same_v<OptimizerOptions, optim::NpuFusedSGDOptions> ||
+                std::is_same_v<OptimizerOptions, optim::NpuFusedRMSpropOptions> ||
+                std::is_same_v<OptimizerOptions, optim::NpuFusedRMSpropTFOptions>) {
     opt.momentum = o.momentum;
-    opt.weightDecay = o.weight_decay;
-    return std::make_shared<optim::NpuFusedRMSpropTF>(params, opt, config);
+  }
+  return std::make_shared<Optimizer>(params, opt, config);
+}
+
+amp::OptimizerFactory optimizerFactory(const TrainOptions& o) {
+  return [o](const std::vector<at::Tensor>& p,
+             const optim::FusedOptimizerConfig& c) -> std::shared_ptr<optim::NpuFusedOptimizer> {
+    const std::string& n = o.optimizer;
+    if (n == "sgd") return makeFused<optim::NpuFusedSGD>(optim::NpuFusedSGDOptions(o.lr), o, p, c);
+    if (n == "adam") return makeFused<optim::NpuFusedAdam>(optim::NpuFusedAdamOptions{}, o, p, c);
+    if (n == "adamw") return makeFused<optim::NpuFusedAdamW>(optim::NpuFusedAdamWOptions{}, o, p, c);
+    if (n == "adamp") return makeFused<optim::NpuFusedAdamP>(optim::NpuFusedAdamPOptions{}, o, p, c);
+    if (n == "lamb") return makeFused<optim::NpuFusedLamb>(optim::NpuFusedLambOptions{}, o, p, c);
+    if (n == "adadelta") return makeFused<optim::NpuFusedAdadelta>(optim::NpuFusedAdadeltaOptions{}, o, p, c);
+    if (n == "rmsprop") return makeFused<optim::NpuFusedRMSprop>(optim::NpuFusedRMSpropOptions{}, o, p, c);
+    return makeFused<optim::NpuFusedRMSpropTF>(optim::NpuFusedRMSpropTFOptions{}, o, p, c);  // validated name
   };
 }
 

@@ -1,18 +1,33 @@
 // Runs the npuscope executable as a user would, through the shell.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <sqlite3.h>
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
+#include <unistd.h>
+
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 struct CliRun {
   int exit_code;
   std::string out;  // stdout, and stderr unless left out
 };
+
+// A fresh scratch path in the test temp dir, unique per process (CTest runs each test as its own
+// process, in parallel); anything left there by an earlier run, with SQLite's side files and a
+// checkpoint's description, is removed.
+inline std::string scratchPath(const std::string& name) {
+  const std::string p = ::testing::TempDir() + "/npuscope_cli_" + std::to_string(getpid()) + "_" + name;
+  std::error_code ec;
+  for (const char* suffix : {"", "-wal", "-shm", ".json"}) std::filesystem::remove_all(p + suffix, ec);
+  return p;
+}
 
 inline CliRun run(const std::string& args, bool merge_stderr = true) {
   const std::string cmd = std::string(NPUSCOPE_CLI) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");

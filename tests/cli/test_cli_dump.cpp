@@ -14,14 +14,8 @@
 
 namespace {
 
-std::string scratch(const std::string& name) {
-  const std::string p = testing::TempDir() + "/npuscope_clidump_" + std::to_string(getpid()) + "_" + name;
-  std::system(("rm -rf '" + p + "' '" + p + "-wal' '" + p + "-shm'").c_str());
-  return p;
-}
-
 std::string aclJson(const std::string& dump_path, const std::string& data) {
-  const std::string p = scratch("acl_" + data + ".json");
+  const std::string p = scratchPath("acl_" + data + ".json");
   std::ofstream(p) << R"({"dump": {"dump_path": ")" << dump_path << R"(", "dump_mode": "all", "dump_list": [],)"
                    << R"( "dump_step": "1", "dump_data": ")" << data << R"("}})";
   return p;
@@ -30,9 +24,9 @@ std::string aclJson(const std::string& dump_path, const std::string& data) {
 const char* kTrain = "train --dataset synthetic --model mlp --steps 3 --optimizer adam --lr 1e-3 --seed 4";
 
 TEST(CliDump, DumpListShowExportAndCompare) {
-  const std::string dir = scratch("dumps");
+  const std::string dir = scratchPath("dumps");
   const std::string acl = aclJson(dir, "tensor");
-  const std::string a = scratch("a.db"), b = scratch("b.db"), c = scratch("c.db");
+  const std::string a = scratchPath("a.db"), b = scratchPath("b.db"), c = scratchPath("c.db");
   CliRun ra = run(std::string(kTrain) + " --opt-level O0 --dump-config " + acl + " --db " + a);
   ASSERT_EQ(ra.exit_code, 0) << ra.out;
   EXPECT_NE(ra.out.find("dumped           "), std::string::npos) << ra.out;
@@ -47,7 +41,7 @@ TEST(CliDump, DumpListShowExportAndCompare) {
   ASSERT_EQ(show.exit_code, 0) << show.out;
   EXPECT_NE(show.out.find("histogram"), std::string::npos) << show.out;
 
-  const std::string out = scratch("npy");
+  const std::string out = scratchPath("npy");
   CliRun exp = run("dump export " + a + " --out " + out + " --format npy");
   ASSERT_EQ(exp.exit_code, 0) << exp.out;
   EXPECT_NE(exp.out.find("wrote " + std::to_string(rows) + " npy files"), std::string::npos) << exp.out;
@@ -60,7 +54,7 @@ TEST(CliDump, DumpListShowExportAndCompare) {
   EXPECT_NE(same.out.find("first divergent op: none"), std::string::npos) << same.out;
   EXPECT_NE(same.out.find(" 0 warning, 0 error"), std::string::npos) << same.out;
   ASSERT_EQ(run(std::string(kTrain) + " --opt-level O2 --dump-config " + acl + " --db " + c).exit_code, 0);
-  const std::string csv = scratch("cmp.csv");
+  const std::string csv = scratchPath("cmp.csv");
   CliRun diff = run("compare " + c + " " + a + " --csv " + csv);
   ASSERT_EQ(diff.exit_code, 0) << diff.out;
   EXPECT_EQ(diff.out.find("first divergent op: none"), std::string::npos) << diff.out;
@@ -71,10 +65,10 @@ TEST(CliDump, DumpListShowExportAndCompare) {
 }
 
 TEST(CliDump, EnvironmentVariableTurnsDumpingOn) {
-  const std::string dir = scratch("env_dumps");
+  const std::string dir = scratchPath("env_dumps");
   const std::string acl = aclJson(dir, "stats");
-  const std::string db = scratch("env.db");
-  const std::string work = scratch("work");
+  const std::string db = scratchPath("env.db");
+  const std::string work = scratchPath("work");
   std::system(("mkdir -p '" + work + "' && cp '" + acl + "' '" + work + "/acl.json'").c_str());
   // run() puts the executable first: let it print its version, then start the real run from the
   // directory holding acl.json with the variable set, as a user's shell would.
@@ -87,9 +81,9 @@ TEST(CliDump, EnvironmentVariableTurnsDumpingOn) {
 }
 
 TEST(CliDump, BadInputIsOneClearLine) {
-  const std::string bad_acl = scratch("bad_acl.json");
+  const std::string bad_acl = scratchPath("bad_acl.json");
   std::ofstream(bad_acl) << R"({"dump": {"dump_mode": "sideways"}})";
-  const std::string junk = scratch("junk.db");
+  const std::string junk = scratchPath("junk.db");
   std::ofstream(junk) << "not a database at all, just text that is long enough to have a header......";
   struct Case {
     std::string args, expect;

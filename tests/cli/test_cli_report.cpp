@@ -17,13 +17,6 @@
 namespace {
 
 
-// Per process: CTest runs the tests of this file as separate processes, in parallel.
-std::string tempPath(const std::string& name) {
-  const std::string p = testing::TempDir() + "/npuscope_cli_" + std::to_string(getpid()) + "_" + name;
-  for (const char* s : {"", "-wal", "-shm"}) std::remove((p + s).c_str());
-  return p;
-}
-
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream s;
@@ -34,7 +27,7 @@ std::string slurp(const std::string& path) {
 // One recorded run shared by the tests of this file (recording takes a few seconds).
 const std::string& recordedDb() {
   static const std::string db = [] {
-    const std::string p = tempPath("report.db");
+    const std::string p = scratchPath("report.db");
     CliRun r = run("train --dataset synthetic --model cnn --steps 12 --seed 5 --db " + p);
     EXPECT_EQ(r.exit_code, 0) << r.out;
     EXPECT_NE(r.out.find("recorded         run 1 in " + p), std::string::npos) << r.out;
@@ -88,7 +81,7 @@ TEST(CliReport, CsvHasOneRowPerOpName) {
 
 TEST(CliExport, ChromeTraceAndCsvFiles) {
   const std::string& db = recordedDb();
-  const std::string json = tempPath("trace.json"), csv = tempPath("ops.csv");
+  const std::string json = scratchPath("trace.json"), csv = scratchPath("ops.csv");
   CliRun r = run("export " + db + " --chrome " + json + " --csv " + csv);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("12 steps"), std::string::npos) << r.out;
@@ -113,7 +106,7 @@ TEST(CliOps, CoverageOfTheCnnStep) {
 }
 
 TEST(CliReport, TwoRunsInOneFile) {
-  const std::string db = tempPath("two.db");
+  const std::string db = scratchPath("two.db");
   ASSERT_EQ(run("train --dataset synthetic --model mlp --steps 3 --db " + db).exit_code, 0);
   ASSERT_EQ(run("train --dataset synthetic --model cnn --steps 2 --db " + db).exit_code, 0);
   CliRun latest = run("report " + db);
@@ -124,7 +117,7 @@ TEST(CliReport, TwoRunsInOneFile) {
 }
 
 TEST(CliReport, BadInputIsOneClearLineAndNothingIsTouched) {
-  const std::string junk = tempPath("junk.db");
+  const std::string junk = scratchPath("junk.db");
   {
     std::ofstream out(junk, std::ios::binary);
     for (int i = 0; i < 4096; ++i) out.put(static_cast<char>((i * 7919) & 0xff));
@@ -142,7 +135,7 @@ TEST(CliReport, BadInputIsOneClearLineAndNothingIsTouched) {
       {"export " + db, "export: nothing to do"},
       {"export " + db + " --chrome /nonexistent/dir/t.json", "/nonexistent/dir/t.json"},
       {"train --dataset synthetic --steps 2 --db " + junk, junk + ": not an npuscope trace file"},
-      {"train --dataset synthetic --steps 2 --schedule wait=x --db " + tempPath("s.db"), "--schedule"},
+      {"train --dataset synthetic --steps 2 --schedule wait=x --db " + scratchPath("s.db"), "--schedule"},
       {"ops --dtype float64", "--dtype 'float64': expected float32, float16 or bfloat16"},
   };
   for (const auto& c : cases) {
@@ -161,7 +154,7 @@ TEST(CliReport, BadInputIsOneClearLineAndNothingIsTouched) {
 
 // Another process holds the file's write lock for longer than the writer waits (5 s).
 TEST(CliTrain, LockedDatabaseIsNamedAndLeftConsistent) {
-  const std::string db = tempPath("locked.db");
+  const std::string db = scratchPath("locked.db");
   ASSERT_EQ(run("train --dataset synthetic --model mlp --steps 1 --db " + db).exit_code, 0);
   sqlite3* holder = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &holder), SQLITE_OK);

@@ -61,12 +61,6 @@ TEST(CliTrain, CorruptDatasetFileIsNamed) {
 
 namespace {
 
-std::string scratch(const std::string& name) {
-  const std::string p = testing::TempDir() + "/npuscope_clitrain_" + std::to_string(getpid()) + "_" + name;
-  for (const char* s : {"", "-wal", "-shm", ".json"}) std::remove((p + s).c_str());
-  return p;
-}
-
 double resultOf(const std::string& db, int64_t run, const std::string& key) {
   sqlite3* d = nullptr;
   sqlite3_open_v2(db.c_str(), &d, SQLITE_OPEN_READONLY, nullptr);
@@ -83,7 +77,7 @@ double resultOf(const std::string& db, int64_t run, const std::string& key) {
 }  // namespace
 
 TEST(CliTrain, O2WithAnOverflowingScaleSkipsBacksOffAndRecordsIt) {
-  const std::string db = scratch("o2.db");
+  const std::string db = scratchPath("o2.db");
   CliRun r = run("train --dataset synthetic --model cnn --steps 12 --opt-level O2 --optimizer adam --lr 1e-3"
                  " --dynamic-init-scale 16777216 --db " + db);
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -99,7 +93,7 @@ TEST(CliTrain, O2WithAnOverflowingScaleSkipsBacksOffAndRecordsIt) {
 
 // A run saved after 4 steps and resumed for 4 more ends exactly where 8 uninterrupted steps end.
 TEST(CliTrain, ResumeMatchesTheUninterruptedRunBitExactly) {
-  const std::string db = scratch("resume.db"), ck = scratch("half.pt"), full = scratch("full.pt");
+  const std::string db = scratchPath("resume.db"), ck = scratchPath("half.pt"), full = scratchPath("full.pt");
   const std::string common = " --dataset synthetic --model cnn --opt-level O2 --optimizer adam --lr 1e-3 --seed 11 --db " + db;
   ASSERT_EQ(run("train --steps 8 --save " + full + common).exit_code, 0);
   ASSERT_EQ(run("train --steps 4 --save " + ck + common).exit_code, 0);

@@ -19,11 +19,13 @@
 #include "npuscope/core/string_table.h"
 #include "npuscope/core/trace_reader.h"
 #include "npuscope/core/trace_writer.h"
+#include "support/chrome_trace_checks.h"
 
 namespace npuscope {
 namespace {
 
 using nlohmann::json;
+using namespace npuscope::testing_support;  // ns, Slice, nestingError, checkedSlices
 
 std::string tempPath(const std::string& name) {
   std::string p = testing::TempDir() + "/npuscope_ct_" + name;
@@ -43,50 +45,6 @@ json parseFile(const std::string& p) {
   return json::parse(in);  // throws (and fails the test) on invalid JSON
 }
 
-int64_t ns(const json& v) { return std::llround(v.get<double>() * 1000.0); }
-
-struct Slice {
-  int64_t ts, end;
-  std::string name;
-};
-
-// "" when the slices nest (no partial overlap), else the first offending pair.
-std::string nestingError(std::vector<Slice> v) {
-  std::sort(v.begin(), v.end(), [](const Slice& a, const Slice& b) { return a.ts != b.ts ? a.ts < b.ts : a.end > b.end; });
-  std::vector<const Slice*> stack;
-  for (const Slice& s : v) {
-    while (!stack.empty() && stack.back()->end <= s.ts) stack.pop_back();
-    if (!stack.empty() && s.end > stack.back()->end) {
-      return s.name + " [" + std::to_string(s.ts) + ", " + std::to_string(s.end) + ") overlaps " + stack.back()->name +
-             " [" + std::to_string(stack.back()->ts) + ", " + std::to_string(stack.back()->end) + ")";
-    }
-    stack.push_back(&s);
-  }
-  return "";
-}
-
-// Checks every X event's fields and the nesting of each (pid, tid) track; returns the X events.
-std::vector<json> checkedSlices(const json& trace) {
-  EXPECT_TRUE(trace.contains("traceEvents"));
-  EXPECT_EQ(trace.value("displayTimeUnit", ""), "ms");
-  std::vector<json> xs;
-  std::map<std::pair<int64_t, int64_t>, std::vector<Slice>> tracks;
-  for (const json& e : trace["traceEvents"]) {
-    EXPECT_TRUE(e.contains("ph")) << e.dump();
-    if (e["ph"] != "X") continue;
-    for (const char* key : {"name", "ph", "ts", "dur", "pid", "tid"}) EXPECT_TRUE(e.contains(key)) << key << " in " << e.dump();
-    EXPECT_TRUE(e["ts"].is_number());
-    EXPECT_TRUE(e["dur"].is_number());
-    EXPECT_GE(e["dur"].get<double>(), 0.0);
-    tracks[{e["pid"].get<int64_t>(), e["tid"].get<int64_t>()}].push_back(
-        Slice{ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"].get<std::string>()});
-    xs.push_back(e);
-  }
-  for (auto& [track, slices] : tracks) {
-    EXPECT_EQ(nestingError(slices), "") << "track pid " << track.first << " tid " << track.second;
-  }
-  return xs;
-}
 
 TEST(ChromeTrace, NestingCheckCatchesPartialOverlap) {
   // The checker the other tests rely on must itself fail on a bad track.

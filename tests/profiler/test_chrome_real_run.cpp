@@ -17,19 +17,13 @@
 #include "npuscope/core/trace_reader.h"
 #include "npuscope/device/npu.h"
 #include "npuscope/profiler/session.h"
+#include "support/chrome_trace_checks.h"
 #include "workloads/models.h"
 
 namespace npuscope::profiler {
 namespace {
 
-// Times in integer nanoseconds: the exporter writes microseconds with exactly three decimals, and
-// comparing them as doubles would see abutting slices overlap by a rounding error.
-struct Slice {
-  int64_t ts, end;
-  std::string name;
-};
-
-int64_t ns(const nlohmann::json& micros) { return std::llround(micros.get<double>() * 1000.0); }
+using namespace npuscope::testing_support;  // ns, Slice, checkedSlices
 
 TEST(ChromeTraceOfARealRun, LoadsNestsAndKeepsBackwardInItsStep) {
   const std::string db = testing::TempDir() + "/npuscope_chrome_real.db";
@@ -70,48 +64,22 @@ TEST(ChromeTraceOfARealRun, LoadsNestsAndKeepsBackwardInItsStep) {
   std::ifstream in(out);
   nlohmann::json trace;
   ASSERT_NO_THROW(trace = nlohmann::json::parse(in)) << "not valid JSON";
-  ASSERT_TRUE(trace.contains("traceEvents"));
+  // Every X event fully described, and the slices of every thread (and device track) nest.
+  const std::vector<nlohmann::json> xs = checkedSlices(trace);
+  EXPECT_GT(xs.size(), 100u);
 
-  std::map<std::pair<int64_t, int64_t>, std::vector<Slice>> tracks;
   std::map<int64_t, Slice> step_slices;
   std::vector<std::pair<int64_t, Slice>> backward_ops;  // (step, slice)
-  int x_events = 0;
-  for (const auto& e : trace["traceEvents"]) {
-    if (e.value("ph", "") != "X") continue;
-    ++x_events;
-    for (const char* key : {"name", "ph", "ts", "dur", "pid", "tid"}) {
-      ASSERT_TRUE(e.contains(key)) << "an X event without \"" << key << "\": " << e.dump();
-    }
+  for (const auto& e : xs) {
     const Slice s{ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"]};
-    ASSERT_GE(s.end, s.ts) << e.dump();
-    tracks[{e["pid"].get<int64_t>(), e["tid"].get<int64_t>()}].push_back(s);
-    const std::string name = e["name"];
-    if (name.rfind("ProfilerStep#", 0) == 0) step_slices[std::stoll(name.substr(13))] = s;
+    if (s.name.rfind("ProfilerStep#", 0) == 0) step_slices[std::stoll(s.name.substr(13))] = s;
     if (e.contains("args") && e["args"].value("Backward", 0) == 1) {
       ASSERT_TRUE(e["args"].contains("Step")) << e.dump();
       backward_ops.emplace_back(e["args"]["Step"].get<int64_t>(), s);
     }
   }
-  EXPECT_GT(x_events, 100);
   ASSERT_EQ(step_slices.size(), static_cast<size_t>(kSteps));
   EXPECT_GT(backward_ops.size(), 10u) << "the backward thread's ops are missing";
-
-  // Per track, sorted by start (longer first on ties), every slice ends inside the innermost
-  // open slice that contains its start: no partial overlap.
-  for (auto& [key, slices] : tracks) {
-    std::sort(slices.begin(), slices.end(),
-              [](const Slice& a, const Slice& b) { return a.ts != b.ts ? a.ts < b.ts : a.end > b.end; });
-    std::vector<Slice> open;
-    for (const Slice& s : slices) {
-      while (!open.empty() && open.back().end <= s.ts) open.pop_back();
-      if (!open.empty()) {
-        EXPECT_LE(s.end, open.back().end)
-            << s.name << " [" << s.ts << ", " << s.end << ") overlaps " << open.back().name << " ["
-            << open.back().ts << ", " << open.back().end << ") on pid " << key.first << " tid " << key.second;
-      }
-      open.push_back(s);
-    }
-  }
   for (const auto& [step, s] : backward_ops) {
     auto it = step_slices.find(step);
     ASSERT_NE(it, step_slices.end()) << s.name << " names step " << step << ", which has no slice";
