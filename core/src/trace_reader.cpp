@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <thread>
 #include <utility>
 
@@ -341,37 +342,48 @@ Status feedAggregator(sqlite3* db, sqlite3_stmt* st, bool by_shapes, int64_t end
   return Status::ok();
 }
 
-// An inclusive range of op_events rowids.
-struct RowidRange {
-  int64_t lo, hi;
-};
-
-// Splits the table's rowids [min_id, max_id] into ranges read in parallel: one per core (at
-// most 4), or a single one for tables too small to gain from threads. The first and last range
-// are open-ended so rows added meanwhile are not lost.
-std::vector<RowidRange> rowidRanges(int64_t min_id, int64_t max_id) {
-  const double rows = static_cast<double>(max_id) - static_cast<double>(min_id) + 1.0;
-  unsigned k = std::max(1u, std::min(std::thread::hardware_concurrency(), 4u));
-  if (max_id < min_id || rows < 400000.0 || rows > 4e18) k = 1;
-  std::vector<RowidRange> out;
-  const int64_t per_range = k > 1 ? (max_id - min_id + 1) / static_cast<int64_t>(k) : 0;
-  int64_t lo = kMinTime;
-  for (unsigned i = 0; i < k; ++i) {
-    const int64_t hi = i + 1 == k ? kMaxTime : min_id + per_range * static_cast<int64_t>(i + 1) - 1;
-    out.push_back(RowidRange{lo, hi});
-    if (i + 1 < k) lo = hi + 1;  // the last hi is kMaxTime: nothing follows it
+// Splits ranges of op ids into parts of about equal width read in parallel: one per core (at
+// most 4), or a single part when they hold too few rows to gain from threads. Widths count ids
+// up to `max_id` (a last range may be open-ended: rows a live writer adds meanwhile).
+std::vector<std::vector<OpIdRange>> splitRanges(const std::vector<OpIdRange>& ranges, int64_t max_id) {
+  auto width = [&](const OpIdRange& r) {
+    return std::max(0.0, static_cast<double>(std::min(r.hi, max_id)) - static_cast<double>(r.lo) + 1.0);
+  };
+  double rows = 0;
+  for (const OpIdRange& r : ranges) rows += width(r);
+  const size_t k = rows < 400000.0 ? 1 : std::max(1u, std::min(std::thread::hardware_concurrency(), 4u));
+  std::vector<std::vector<OpIdRange>> parts(1);
+  if (k == 1) {
+    parts[0] = ranges;
+    return parts;
   }
-  return out;
+  const double per_part = rows / static_cast<double>(k);
+  double filled = 0;
+  for (OpIdRange r : ranges) {
+    while (parts.size() < k && filled + width(r) > per_part) {
+      const auto take = static_cast<int64_t>(per_part - filled);
+      if (take > 0) {
+        parts.back().push_back(OpIdRange{r.lo, r.lo + take - 1});
+        r.lo += take;
+      }
+      parts.emplace_back();
+      filled = 0;
+    }
+    parts.back().push_back(r);
+    filled += width(r);
+  }
+  return parts;
 }
 
-// Runs `sql` (whose ?1 and ?2 bound the rowid) once per range, all ranges at once: range 0 on the
-// reader's connection (inside its snapshot), the others each on a read-only connection of its
-// own. `consume(i, db, stmt)` reads range i. Connections opened later may see a few more rows
-// of a file that is still being written; that is the price of reading it in parallel.
+// Runs `sql` (whose ?1 and ?2 bound the op id) over every range of every part, all parts at
+// once: part 0 on the reader's connection (inside its snapshot), the others each on a read-only
+// connection of its own. `consume(i, db, stmt)` reads one range of part i. Connections opened
+// later may see a few more rows of a file that is still being written; that is the price of
+// reading it in parallel.
 Status scanRanges(sqlite3* main_db, const std::string& path, const std::string& sql,
-                  const std::vector<RowidRange>& ranges, const std::function<void(sqlite3_stmt*)>& bind,
+                  const std::vector<std::vector<OpIdRange>>& parts, const std::function<void(sqlite3_stmt*)>& bind,
                   const std::function<Status(size_t, sqlite3*, sqlite3_stmt*)>& consume) {
-  std::vector<Status> results(ranges.size());
+  std::vector<Status> results(parts.size());
   auto job = [&](size_t i) {
     ScopedDb own;
     sqlite3* db = main_db;
@@ -391,13 +403,21 @@ Status scanRanges(sqlite3* main_db, const std::string& path, const std::string& 
       results[i] = st.status();
       return;
     }
-    sqlite3_bind_int64(st->get(), 1, ranges[i].lo);
-    sqlite3_bind_int64(st->get(), 2, ranges[i].hi);
-    bind(st->get());
-    results[i] = consume(i, db, st->get());
+    // A read transaction over all of the part's ranges: one snapshot for the part.
+    const bool txn = i > 0 && execSql(db, "BEGIN").isOk();
+    for (const OpIdRange& r : parts[i]) {
+      sqlite3_reset(st->get());
+      sqlite3_bind_int64(st->get(), 1, r.lo);
+      sqlite3_bind_int64(st->get(), 2, r.hi);
+      bind(st->get());
+      results[i] = consume(i, db, st->get());
+      if (!results[i].isOk()) break;
+    }
+    sqlite3_reset(st->get());
+    if (txn) (void)execSql(db, "COMMIT");
   };
   std::vector<std::thread> threads;
-  for (size_t i = 1; i < ranges.size(); ++i) threads.emplace_back(job, i);
+  for (size_t i = 1; i < parts.size(); ++i) threads.emplace_back(job, i);
   job(0);
   for (auto& t : threads) t.join();
   for (const Status& r : results) RETURN_IF_ERROR(r);
@@ -411,6 +431,73 @@ void bindStepFilter(sqlite3_stmt* st, int first_col, const std::optional<StepRan
 }
 
 }  // namespace
+
+// Which op_blocks to read: blocks of the run (and thread) holding an op that starts in
+// [start_from, start_before) and one that ends at or after end_from, in the step range.
+struct TraceReader::BlockFilter {
+  int64_t run_id = 0;
+  std::optional<int64_t> thread_id;
+  int64_t start_from = kMinTime;
+  int64_t start_before = kMaxTime;
+  int64_t end_from = kMinTime;
+  std::optional<StepRange> steps;
+};
+
+StatusOr<int64_t> TraceReader::maxOpId() {
+  ASSIGN_OR_RETURN(sqlite3_stmt * st, cached("max_op_id", "SELECT max(rowid) FROM op_events"));
+  return scalarInt(db_.get(), st, 0, "reading op ids");
+}
+
+// The op ids past the last block: rows another program inserted without blocks (test
+// fixtures, users' own tools). Every query reads them too, with all its conditions in SQL.
+StatusOr<std::optional<OpIdRange>> TraceReader::unblockedOps() {
+  ASSIGN_OR_RETURN(sqlite3_stmt * st, cached("blocks_last_id", "SELECT max(last_id) FROM op_blocks"));
+  ASSIGN_OR_RETURN(int64_t covered, scalarInt(db_.get(), st, kMinTime, "reading op blocks"));
+  ASSIGN_OR_RETURN(int64_t max_id, maxOpId());
+  if (max_id <= covered || max_id == 0) return std::optional<OpIdRange>();
+  return std::optional<OpIdRange>(OpIdRange{covered == kMinTime ? kMinTime : covered + 1, kMaxTime});
+}
+
+StatusOr<std::vector<OpIdRange>> TraceReader::opRanges(const BlockFilter& f) {
+  ASSIGN_OR_RETURN(sqlite3_stmt * st,
+                   cached("op_blocks",
+                          "SELECT first_id, last_id FROM op_blocks WHERE run_id=?1 AND thread_id BETWEEN ?2 AND ?3"
+                          " AND max_start_ns>=?4 AND min_start_ns<?5 AND max_end_ns>=?6"
+                          " AND (?7=0 OR (max_step>=?8 AND min_step<=?9)) ORDER BY first_id"));
+  // Blocks closer than this many ids are read as one range: skipping a few rows costs less than
+  // another seek.
+  constexpr int64_t kJoinGap = 256;
+  std::vector<OpIdRange> out;
+  {
+    StmtUse use(st);
+    sqlite3_bind_int64(st, 1, f.run_id);
+    sqlite3_bind_int64(st, 2, f.thread_id ? *f.thread_id : kMinTime);
+    sqlite3_bind_int64(st, 3, f.thread_id ? *f.thread_id : kMaxTime);
+    sqlite3_bind_int64(st, 4, f.start_from);
+    sqlite3_bind_int64(st, 5, f.start_before);
+    sqlite3_bind_int64(st, 6, f.end_from);
+    bindStepFilter(st, 7, f.steps);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      const int64_t lo = sqlite3_column_int64(st, 0), hi = sqlite3_column_int64(st, 1);
+      if (!out.empty() && lo <= out.back().hi + kJoinGap) {
+        out.back().hi = std::max(out.back().hi, hi);
+      } else {
+        out.push_back(OpIdRange{lo, hi});
+      }
+    }
+    if (rc != SQLITE_DONE) return stepError(db_.get(), "reading op blocks");
+  }
+  ASSIGN_OR_RETURN(std::optional<OpIdRange> tail, unblockedOps());
+  if (tail) {
+    while (!out.empty() && out.back().hi >= tail->lo) {  // cannot happen with ordered ids; be safe
+      tail->lo = std::min(tail->lo, out.back().lo);
+      out.pop_back();
+    }
+    out.push_back(*tail);
+  }
+  return out;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Opening, statements, strings, snapshots
@@ -508,122 +595,49 @@ StatusOr<RunRow> TraceReader::latestRun() {
   return stepError(db_.get(), "reading runs");
 }
 
-// Distinct thread ids of a run by skipping through the (run_id, thread_id, start_ns) index:
-// one seek per thread instead of a pass over every op.
-StatusOr<std::vector<int64_t>> TraceReader::threadIds(int64_t run_id) {
-  ASSIGN_OR_RETURN(sqlite3_stmt * st,
-                   cached("next_thread",
-                          "SELECT thread_id FROM op_events INDEXED BY op_events_run_thread_start"
-                          " WHERE run_id=?1 AND thread_id>?2 ORDER BY thread_id LIMIT 1"));
-  std::vector<int64_t> out;
-  int64_t after = kMinTime;
-  for (;;) {
-    StmtUse use(st);
-    sqlite3_bind_int64(st, 1, run_id);
-    sqlite3_bind_int64(st, 2, after);
-    const int rc = sqlite3_step(st);
-    if (rc == SQLITE_DONE) break;
-    if (rc != SQLITE_ROW) return stepError(db_.get(), "listing threads");
-    after = sqlite3_column_int64(st, 0);
-    out.push_back(after);
-  }
-  return out;
-}
-
-// How a run's ops are read in one pass: by scanning the table in rowid order (sequential pages,
-// split into ranges read in parallel) when the run is a large share of the file, or through the
-// (run_id, step) index (a random row lookup per op) when it is a small part of it. SQLite's
-// planner, having no statistics, would always take the index.
-struct TraceReader::ScanPlan {
-  bool use_run_index = false;
-  bool only_run = false;  // no other run has ops: rows need no run_id test
-  int64_t min_rowid = 0, max_rowid = -1;
-
-  // "FROM op_events ... WHERE <rowid range ?1..?2> [AND run_id=?3]"; more conditions may follow.
-  std::string from() const {
-    std::string s = use_run_index ? " FROM op_events INDEXED BY op_events_run_step" : " FROM op_events NOT INDEXED";
-    s += " WHERE rowid BETWEEN ?1 AND ?2";
-    if (!only_run) s += " AND run_id=?3";
-    return s;
-  }
-  std::vector<RowidRange> ranges() const {
-    return use_run_index ? std::vector<RowidRange>{RowidRange{kMinTime, kMaxTime}} : rowidRanges(min_rowid, max_rowid);
-  }
-};
-
-StatusOr<TraceReader::ScanPlan> TraceReader::scanPlan(int64_t run_id) {
-  ScanPlan plan;
-  ASSIGN_OR_RETURN(sqlite3_stmt * lo, cached("min_rowid", "SELECT min(rowid) FROM op_events"));
-  ASSIGN_OR_RETURN(plan.min_rowid, scalarInt(db_.get(), lo, 0, "planning a scan"));
-  ASSIGN_OR_RETURN(sqlite3_stmt * hi, cached("max_rowid", "SELECT max(rowid) FROM op_events"));
-  ASSIGN_OR_RETURN(plan.max_rowid, scalarInt(db_.get(), hi, -1, "planning a scan"));
-  ASSIGN_OR_RETURN(sqlite3_stmt * other,
-                   cached("other_run",
-                          "SELECT EXISTS(SELECT 1 FROM op_events INDEXED BY op_events_run_step WHERE run_id<?1)"
-                          " OR EXISTS(SELECT 1 FROM op_events INDEXED BY op_events_run_step WHERE run_id>?1)"));
-  sqlite3_bind_int64(other, 1, run_id);
-  ASSIGN_OR_RETURN(int64_t others, scalarInt(db_.get(), other, 0, "planning a scan"));
-  if (!others) {
-    plan.only_run = true;
-    return plan;
-  }
-  ASSIGN_OR_RETURN(sqlite3_stmt * count,
-                   cached("run_op_count", "SELECT count(*) FROM op_events INDEXED BY op_events_run_step WHERE run_id=?1"));
-  sqlite3_bind_int64(count, 1, run_id);
-  ASSIGN_OR_RETURN(int64_t in_run, scalarInt(db_.get(), count, 0, "planning a scan"));
-  const double table_rows = static_cast<double>(plan.max_rowid) - static_cast<double>(plan.min_rowid) + 1.0;
-  plan.use_run_index = static_cast<double>(in_run) * 4.0 < table_rows;
-  return plan;
-}
-
+// The threads of a run from its op blocks (and any ops past the last block).
 StatusOr<std::vector<ThreadSummary>> TraceReader::threads(int64_t run_id) {
   auto hit = finished_run_threads_.find(run_id);
   if (hit != finished_run_threads_.end()) return hit->second;
   SnapshotScope snap(this);
   RETURN_IF_ERROR(snap.status());
   ASSIGN_OR_RETURN(RunRow r, run(run_id));
-  ASSIGN_OR_RETURN(ScanPlan plan, scanPlan(run_id));
-  const std::string sql = "SELECT thread_id, is_backward, start_ns, start_ns + dur_ns" + plan.from();
-  const std::vector<RowidRange> ranges = plan.ranges();
-  std::vector<std::unordered_map<int64_t, ThreadSummary>> parts(ranges.size());
-  RETURN_IF_ERROR(scanRanges(
-      db_.get(), path_, sql, ranges, [&](sqlite3_stmt* st) { sqlite3_bind_int64(st, 3, run_id); },
-      [&](size_t i, sqlite3* db, sqlite3_stmt* st) -> Status {
-        auto& part = parts[i];
-        int64_t last_thread = kMinTime;
-        ThreadSummary* t = nullptr;
-        int rc;
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-          const int64_t tid = sqlite3_column_int64(st, 0);
-          if (tid != last_thread || !t) {
-            auto [it, fresh] = part.try_emplace(tid);
-            t = &it->second;
-            if (fresh) {
-              t->thread_id = tid;
-              t->first_start_ns = kMaxTime;
-              t->last_end_ns = kMinTime;
-            }
-            last_thread = tid;
-          }
-          ++t->op_count;
-          t->backward_op_count += sqlite3_column_int64(st, 1) != 0;
-          t->first_start_ns = std::min<int64_t>(t->first_start_ns, sqlite3_column_int64(st, 2));
-          t->last_end_ns = std::max<int64_t>(t->last_end_ns, sqlite3_column_int64(st, 3));
-        }
-        if (rc != SQLITE_DONE) return stepError(db, "reading threads");
-        return Status::ok();
-      }));
   std::unordered_map<int64_t, ThreadSummary> merged;
-  for (auto& part : parts) {
-    for (auto& [tid, t] : part) {
-      auto [it, fresh] = merged.try_emplace(tid, t);
-      if (fresh) continue;
-      ThreadSummary& m = it->second;
-      m.op_count += t.op_count;
-      m.backward_op_count += t.backward_op_count;
-      m.first_start_ns = std::min(m.first_start_ns, t.first_start_ns);
-      m.last_end_ns = std::max(m.last_end_ns, t.last_end_ns);
+  auto read = [&](sqlite3_stmt* st) -> Status {
+    StmtUse use(st);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      const int64_t tid = sqlite3_column_int64(st, 0);
+      auto [it, fresh] = merged.try_emplace(tid);
+      ThreadSummary& t = it->second;
+      if (fresh) {
+        t.thread_id = tid;
+        t.first_start_ns = kMaxTime;
+        t.last_end_ns = kMinTime;
+      }
+      t.op_count += sqlite3_column_int64(st, 1);
+      t.backward_op_count += sqlite3_column_int64(st, 2);
+      t.first_start_ns = std::min<int64_t>(t.first_start_ns, sqlite3_column_int64(st, 3));
+      t.last_end_ns = std::max<int64_t>(t.last_end_ns, sqlite3_column_int64(st, 4));
     }
+    if (rc != SQLITE_DONE) return stepError(db_.get(), "reading threads");
+    return Status::ok();
+  };
+  ASSIGN_OR_RETURN(sqlite3_stmt * blocks,
+                   cached("thread_blocks",
+                          "SELECT thread_id, sum(ops), sum(backward_ops), min(min_start_ns), max(max_end_ns)"
+                          " FROM op_blocks WHERE run_id=?1 GROUP BY thread_id"));
+  sqlite3_bind_int64(blocks, 1, run_id);
+  RETURN_IF_ERROR(read(blocks));
+  ASSIGN_OR_RETURN(std::optional<OpIdRange> tail, unblockedOps());
+  if (tail) {
+    ASSIGN_OR_RETURN(sqlite3_stmt * rows,
+                     cached("thread_rows",
+                            "SELECT thread_id, count(*), sum(is_backward != 0), min(start_ns), max(start_ns + dur_ns)"
+                            " FROM op_events WHERE rowid>=?1 AND run_id=?2 GROUP BY thread_id"));
+    sqlite3_bind_int64(rows, 1, tail->lo);
+    sqlite3_bind_int64(rows, 2, run_id);
+    RETURN_IF_ERROR(read(rows));
   }
   std::vector<ThreadSummary> out;
   out.reserve(merged.size());
@@ -645,102 +659,61 @@ StatusOr<OpAggregateTable> TraceReader::opAggregates(const OpAggregateQuery& q) 
   RETURN_IF_ERROR(snap.status());
 
   const bool by_shapes = q.group_by == OpGroupBy::kNameAndShapes;
-  OpAggregator agg(by_shapes);
-  // A window that covers little of the run is read per thread through the
-  // (run_id, thread_id, start_ns) index; otherwise one pass over all the run's ops.
-  bool per_thread = false;
-  std::vector<int64_t> thread_list;
+  BlockFilter f;
+  f.run_id = q.run_id;
+  f.steps = q.steps;
   if (q.window.bounded()) {
-    ASSIGN_OR_RETURN(thread_list, threadIds(q.run_id));
-    ASSIGN_OR_RETURN(sqlite3_stmt * first,
-                     cached("thread_first_start",
-                            "SELECT min(start_ns) FROM op_events WHERE run_id=?1 AND thread_id=?2"));
-    ASSIGN_OR_RETURN(sqlite3_stmt * last,
-                     cached("thread_last_start",
-                            "SELECT max(start_ns) FROM op_events WHERE run_id=?1 AND thread_id=?2"));
-    int64_t span_begin = kMaxTime, span_end = kMinTime;
-    for (int64_t tid : thread_list) {
-      sqlite3_bind_int64(first, 1, q.run_id);
-      sqlite3_bind_int64(first, 2, tid);
-      ASSIGN_OR_RETURN(int64_t b, scalarInt(db_.get(), first, kMaxTime, "reading a thread's span"));
-      sqlite3_bind_int64(last, 1, q.run_id);
-      sqlite3_bind_int64(last, 2, tid);
-      ASSIGN_OR_RETURN(int64_t e, scalarInt(db_.get(), last, kMinTime, "reading a thread's span"));
-      span_begin = std::min(span_begin, b);
-      span_end = std::max(span_end, e);
-    }
-    if (span_end > span_begin) {
-      const double covered = static_cast<double>(std::min(span_end, q.window.end_ns)) -
-                             static_cast<double>(std::max(span_begin, q.window.begin_ns));
-      per_thread = covered < 0.2 * (static_cast<double>(span_end) - static_cast<double>(span_begin));
-    }
-  }
-
-  if (per_thread) {
+    // The window's ops and their descendants, which start before the last of those ends; later
+    // ops are not read at all.
     ASSIGN_OR_RETURN(sqlite3_stmt * st,
-                     cached(by_shapes ? "agg_thread_shapes" : "agg_thread",
-                            std::string("SELECT ") + (by_shapes ? kAggColumnsByShapes : kAggColumnsByName) +
-                                              " FROM op_events INDEXED BY op_events_run_thread_start"
-                                              " WHERE run_id=?1 AND thread_id=?2 AND start_ns>=?3 AND start_ns<?4"
-                                              " AND (?5=0 OR step BETWEEN ?6 AND ?7)"));
-    for (int64_t tid : thread_list) {
-      // The window's ops, then the children of those that reach past its end.
-      int64_t max_end = kMinTime;
-      {
-        StmtUse use(st);
-        sqlite3_bind_int64(st, 1, q.run_id);
-        sqlite3_bind_int64(st, 2, tid);
-        sqlite3_bind_int64(st, 3, q.window.begin_ns);
-        sqlite3_bind_int64(st, 4, q.window.end_ns);
-        bindStepFilter(st, 5, q.steps);
-        RETURN_IF_ERROR(feedAggregator(db_.get(), st, by_shapes, q.window.end_ns, &agg, &max_end));
-      }
-      if (max_end > q.window.end_ns) {
-        StmtUse use(st);
-        sqlite3_bind_int64(st, 1, q.run_id);
-        sqlite3_bind_int64(st, 2, tid);
-        sqlite3_bind_int64(st, 3, q.window.end_ns);
-        sqlite3_bind_int64(st, 4, max_end);
-        bindStepFilter(st, 5, q.steps);
-        RETURN_IF_ERROR(feedAggregator(db_.get(), st, by_shapes, q.window.end_ns, &agg, nullptr));
-      }
-    }
-    agg.finish();
-  } else {
-    // One pass over the run's ops, split into rowid ranges read in parallel. No upper time bound
-    // in SQL: ops starting after the window are still read, as children of ops in it.
-    ASSIGN_OR_RETURN(ScanPlan plan, scanPlan(q.run_id));
-    std::string sql = std::string("SELECT ") + (by_shapes ? kAggColumnsByShapes : kAggColumnsByName) + plan.from();
-    if (q.window.begin_ns != kMinTime) sql += " AND start_ns>=?4";
-    if (q.steps) sql += " AND step BETWEEN ?5 AND ?6";
-    const std::vector<RowidRange> ranges = plan.ranges();
-    std::vector<OpAggregator> parts;
-    for (size_t i = 0; i < ranges.size(); ++i) parts.emplace_back(by_shapes);
-    RETURN_IF_ERROR(scanRanges(
-        db_.get(), path_, sql, ranges,
-        [&](sqlite3_stmt* st) {
-          // Parameters the statement does not use are refused by SQLite, harmlessly.
-          sqlite3_bind_int64(st, 3, q.run_id);
-          sqlite3_bind_int64(st, 4, q.window.begin_ns);
-          sqlite3_bind_int64(st, 5, q.steps ? q.steps->first : 0);
-          sqlite3_bind_int64(st, 6, q.steps ? q.steps->last : 0);
-        },
-        [&](size_t i, sqlite3* db, sqlite3_stmt* st) {
-          Status s = feedAggregator(db, st, by_shapes, q.window.end_ns, &parts[i], nullptr);
-          if (s.isOk()) parts[i].finish();
-          return s;
-        }));
-    // Merge the parts, then settle children whose parent was read in another range.
-    std::vector<std::vector<int32_t>> to_merged;
-    for (const OpAggregator& part : parts) to_merged.push_back(agg.absorb(part));
-    for (const OpAggregator& part : parts) {
-      for (const auto& [parent, dur] : part.pending()) {
-        for (size_t j = 0; j < ranges.size(); ++j) {
-          if (parent < ranges[j].lo || parent > ranges[j].hi) continue;
-          const int32_t g = parts[j].groupOfOp(parent);
-          if (g >= 0) agg.subtractChild(to_merged[j][static_cast<size_t>(g)], dur);
-          break;
-        }
+                     cached("window_reach",
+                            "SELECT max(max_end_ns) FROM op_blocks WHERE run_id=?1 AND max_start_ns>=?2"
+                            " AND min_start_ns<?3"));
+    sqlite3_bind_int64(st, 1, q.run_id);
+    sqlite3_bind_int64(st, 2, q.window.begin_ns);
+    sqlite3_bind_int64(st, 3, q.window.end_ns);
+    ASSIGN_OR_RETURN(int64_t reach, scalarInt(db_.get(), st, kMinTime, "reading op blocks"));
+    f.start_from = q.window.begin_ns;
+    f.start_before = std::max(q.window.end_ns, reach == kMinTime || reach == kMaxTime ? reach : reach + 1);
+  }
+  ASSIGN_OR_RETURN(std::vector<OpIdRange> ranges, opRanges(f));
+  ASSIGN_OR_RETURN(int64_t max_id, maxOpId());
+  const std::vector<std::vector<OpIdRange>> parts = splitRanges(ranges, max_id);
+
+  // Ops starting after the window are still read (no upper time bound in SQL), as children of
+  // ops in it; the aggregator counts them only as such.
+  std::string sql = std::string("SELECT ") + (by_shapes ? kAggColumnsByShapes : kAggColumnsByName) +
+                    " FROM op_events WHERE rowid BETWEEN ?1 AND ?2 AND run_id=?3";
+  if (q.window.begin_ns != kMinTime) sql += " AND start_ns>=?4";
+  if (q.steps) sql += " AND step BETWEEN ?5 AND ?6";
+  std::vector<OpAggregator> aggs;
+  for (size_t i = 0; i < parts.size(); ++i) aggs.emplace_back(by_shapes);
+  RETURN_IF_ERROR(scanRanges(
+      db_.get(), path_, sql, parts,
+      [&](sqlite3_stmt* st) {
+        // Parameters the statement does not use are refused by SQLite, harmlessly.
+        sqlite3_bind_int64(st, 3, q.run_id);
+        sqlite3_bind_int64(st, 4, q.window.begin_ns);
+        sqlite3_bind_int64(st, 5, q.steps ? q.steps->first : 0);
+        sqlite3_bind_int64(st, 6, q.steps ? q.steps->last : 0);
+      },
+      [&](size_t i, sqlite3* db, sqlite3_stmt* st) {
+        return feedAggregator(db, st, by_shapes, q.window.end_ns, &aggs[i], nullptr);
+      }));
+  for (OpAggregator& a : aggs) a.finish();
+  // Merge the parts, then settle children whose parent was read in another part.
+  OpAggregator agg(by_shapes);
+  std::vector<std::vector<int32_t>> to_merged;
+  for (const OpAggregator& part : aggs) to_merged.push_back(agg.absorb(part));
+  for (const OpAggregator& part : aggs) {
+    for (const auto& [parent, dur] : part.pending()) {
+      for (size_t j = 0; j < parts.size(); ++j) {
+        const bool holds = std::any_of(parts[j].begin(), parts[j].end(),
+                                       [&](const OpIdRange& r) { return parent >= r.lo && parent <= r.hi; });
+        if (!holds) continue;
+        const int32_t g = aggs[j].groupOfOp(parent);
+        if (g >= 0) agg.subtractChild(to_merged[j][static_cast<size_t>(g)], dur);
+        break;
       }
     }
   }
@@ -770,115 +743,101 @@ StatusOr<OpAggregateTable> TraceReader::opAggregates(const OpAggregateQuery& q) 
 // Timeline and cursors
 
 bool OpCursor::next(OpSlice* out) {
-  if (!status_.isOk() || !stmt_.get()) return false;
-  const int rc = sqlite3_step(stmt_.get());
-  if (rc == SQLITE_ROW) {
-    int64_t name_id, shapes_id, dtypes_id;
-    readOpIds(stmt_.get(), out, &name_id, &shapes_id, &dtypes_id);
-    out->name = reader_->stringValue(name_id);
-    out->input_shapes = reader_->stringValue(shapes_id);
-    out->input_dtypes = reader_->stringValue(dtypes_id);
-    return true;
+  while (status_.isOk() && stmt_.get()) {
+    const int rc = sqlite3_step(stmt_.get());
+    if (rc == SQLITE_ROW) {
+      int64_t name_id, shapes_id, dtypes_id;
+      readOpIds(stmt_.get(), out, &name_id, &shapes_id, &dtypes_id);
+      out->name = reader_->stringValue(name_id);
+      out->input_shapes = reader_->stringValue(shapes_id);
+      out->input_dtypes = reader_->stringValue(dtypes_id);
+      return true;
+    }
+    if (rc != SQLITE_DONE) {
+      status_ = ioError(std::string("reading ops: ") + sqlite3_errmsg(sqlite3_db_handle(stmt_.get())));
+      break;
+    }
+    if (++next_range_ >= ranges_.size()) break;
+    sqlite3_reset(stmt_.get());  // the next range; the other parameters stay bound
+    sqlite3_bind_int64(stmt_.get(), 1, ranges_[next_range_].lo);
+    sqlite3_bind_int64(stmt_.get(), 2, ranges_[next_range_].hi);
   }
-  if (rc != SQLITE_DONE) status_ = ioError(std::string("reading ops: ") + sqlite3_errmsg(sqlite3_db_handle(stmt_.get())));
   stmt_.reset();  // ends the statement's read as soon as the stream is exhausted
   return false;
 }
 
+// Within a thread, op ids increase with start time, so the thread's ranges read in id order
+// stream its ops in start order.
 StatusOr<OpCursor> TraceReader::openOpCursor(int64_t run_id, int64_t thread_id, const TimeWindow& window) {
+  BlockFilter f;
+  f.run_id = run_id;
+  f.thread_id = thread_id;
+  f.start_from = window.begin_ns;
+  f.start_before = window.end_ns;
+  std::vector<OpIdRange> ranges;
+  {
+    SnapshotScope snap(this);
+    RETURN_IF_ERROR(snap.status());
+    ASSIGN_OR_RETURN(ranges, opRanges(f));
+  }
   ASSIGN_OR_RETURN(ScopedStmt st,
                    prepare(db_.get(), std::string("SELECT ") + kOpColumns +
-                                          " FROM op_events INDEXED BY op_events_run_thread_start"
-                                          " WHERE run_id=?1 AND thread_id=?2 AND start_ns>=?3 AND start_ns<?4"
-                                          " ORDER BY start_ns"));
-  sqlite3_bind_int64(st.get(), 1, run_id);
-  sqlite3_bind_int64(st.get(), 2, thread_id);
-  sqlite3_bind_int64(st.get(), 3, window.begin_ns);
-  sqlite3_bind_int64(st.get(), 4, window.end_ns);
-  return OpCursor(this, std::move(st));
+                                          " FROM op_events WHERE rowid BETWEEN ?1 AND ?2 AND run_id=?3"
+                                          " AND thread_id=?4 AND start_ns>=?5 AND start_ns<?6 ORDER BY rowid"));
+  if (!ranges.empty()) {
+    sqlite3_bind_int64(st.get(), 1, ranges[0].lo);
+    sqlite3_bind_int64(st.get(), 2, ranges[0].hi);
+  } else {
+    sqlite3_bind_int64(st.get(), 1, 1);  // no rows
+    sqlite3_bind_int64(st.get(), 2, 0);
+  }
+  sqlite3_bind_int64(st.get(), 3, run_id);
+  sqlite3_bind_int64(st.get(), 4, thread_id);
+  sqlite3_bind_int64(st.get(), 5, window.begin_ns);
+  sqlite3_bind_int64(st.get(), 6, window.end_ns);
+  return OpCursor(this, std::move(st), std::move(ranges));
 }
 
 StatusOr<std::vector<OpSlice>> TraceReader::timeline(const TimelineQuery& q) {
   if (q.window.begin_ns >= q.window.end_ns) return invalidArgument("empty time window");
   SnapshotScope snap(this);
   RETURN_IF_ERROR(snap.status());
-  std::vector<OpSlice> out;
-  auto read = [&](sqlite3_stmt* st) {
-    OpSlice o;
-    int64_t n, s, d;
-    readOpIds(st, &o, &n, &s, &d);
-    o.name = stringValue(n);
-    o.input_shapes = stringValue(s);
-    o.input_dtypes = stringValue(d);
-    return o;
-  };
-
-  // Ops that began before the window and still run in it: with nesting, they are the last op
-  // to start before the window and its ancestors (the deepest of equal starts is the one to
-  // climb from).
-  if (q.window.begin_ns != kMinTime) {
-    ASSIGN_OR_RETURN(sqlite3_stmt * last_start,
-                     cached("tl_last_start",
-                            "SELECT max(start_ns) FROM op_events WHERE run_id=?1 AND thread_id=?2 AND start_ns<?3"));
-    sqlite3_bind_int64(last_start, 1, q.run_id);
-    sqlite3_bind_int64(last_start, 2, q.thread_id);
-    sqlite3_bind_int64(last_start, 3, q.window.begin_ns);
-    ASSIGN_OR_RETURN(int64_t before, scalarInt(db_.get(), last_start, kMinTime, "reading the timeline"));
-    if (before != kMinTime) {
-      ASSIGN_OR_RETURN(sqlite3_stmt * deepest,
-                       cached("tl_deepest", std::string("SELECT ") + kOpColumns +
-                                                " FROM op_events INDEXED BY op_events_run_thread_start"
-                                                " WHERE run_id=?1 AND thread_id=?2 AND start_ns=?3"
-                                                " ORDER BY depth DESC LIMIT 1"));
-      ASSIGN_OR_RETURN(sqlite3_stmt * by_id,
-                       cached("tl_by_id", std::string("SELECT ") + kOpColumns + " FROM op_events WHERE id=?1"));
-      std::vector<OpSlice> chain;
-      std::optional<OpSlice> cur;
-      {
-        StmtUse use(deepest);
-        sqlite3_bind_int64(deepest, 1, q.run_id);
-        sqlite3_bind_int64(deepest, 2, q.thread_id);
-        sqlite3_bind_int64(deepest, 3, before);
-        const int rc = sqlite3_step(deepest);
-        if (rc == SQLITE_ROW) cur = read(deepest);
-        else if (rc != SQLITE_DONE) return stepError(db_.get(), "reading the timeline");
-      }
-      for (int guard = 0; cur && guard < 100000; ++guard) {
-        if (cur->start_ns + cur->dur_ns > q.window.begin_ns && cur->thread_id == q.thread_id) chain.push_back(*cur);
-        if (cur->parent_id < 0) break;
-        StmtUse use(by_id);
-        sqlite3_bind_int64(by_id, 1, cur->parent_id);
-        const int rc = sqlite3_step(by_id);
-        if (rc == SQLITE_ROW) {
-          cur = read(by_id);
-        } else if (rc == SQLITE_DONE) {
-          cur.reset();
-        } else {
-          return stepError(db_.get(), "reading the timeline");
-        }
-      }
-      out.assign(chain.rbegin(), chain.rend());
-    }
-  }
-
+  // The ops starting in the window (at least min_dur_ns long), and those that began before it
+  // and still run in it (its first op's ancestors, whatever their length), in start order.
+  BlockFilter f;
+  f.run_id = q.run_id;
+  f.thread_id = q.thread_id;
+  f.start_before = q.window.end_ns;
+  f.end_from = q.window.begin_ns;
+  ASSIGN_OR_RETURN(std::vector<OpIdRange> ranges, opRanges(f));
   ASSIGN_OR_RETURN(sqlite3_stmt * st,
                    cached("tl_window", std::string("SELECT ") + kOpColumns +
-                                           " FROM op_events INDEXED BY op_events_run_thread_start"
-                                           " WHERE run_id=?1 AND thread_id=?2 AND start_ns>=?3 AND start_ns<?4"
-                                           " AND dur_ns>=?5 ORDER BY start_ns"));
-  StmtUse use(st);
-  sqlite3_bind_int64(st, 1, q.run_id);
-  sqlite3_bind_int64(st, 2, q.thread_id);
-  sqlite3_bind_int64(st, 3, q.window.begin_ns);
-  sqlite3_bind_int64(st, 4, q.window.end_ns);
-  sqlite3_bind_int64(st, 5, q.min_dur_ns);
-  int rc = SQLITE_DONE;
-  while ((q.limit == 0 || out.size() < q.limit) && (rc = sqlite3_step(st)) == SQLITE_ROW) out.push_back(read(st));
-  if (q.limit != 0 && out.size() >= q.limit) {
-    out.resize(q.limit);
-    return out;
+                                           " FROM op_events WHERE rowid BETWEEN ?1 AND ?2 AND run_id=?3"
+                                           " AND thread_id=?4 AND start_ns<?5 AND ((start_ns>=?6 AND dur_ns>=?7)"
+                                           " OR (start_ns<?6 AND start_ns+dur_ns>?6)) ORDER BY rowid"));
+  std::vector<OpSlice> out;
+  for (const OpIdRange& r : ranges) {
+    StmtUse use(st);
+    sqlite3_bind_int64(st, 1, r.lo);
+    sqlite3_bind_int64(st, 2, r.hi);
+    sqlite3_bind_int64(st, 3, q.run_id);
+    sqlite3_bind_int64(st, 4, q.thread_id);
+    sqlite3_bind_int64(st, 5, q.window.end_ns);
+    sqlite3_bind_int64(st, 6, q.window.begin_ns);
+    sqlite3_bind_int64(st, 7, q.min_dur_ns);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      if (q.limit != 0 && out.size() >= q.limit) return out;
+      OpSlice o;
+      int64_t n, s, d;
+      readOpIds(st, &o, &n, &s, &d);
+      o.name = stringValue(n);
+      o.input_shapes = stringValue(s);
+      o.input_dtypes = stringValue(d);
+      out.push_back(std::move(o));
+    }
+    if (rc != SQLITE_DONE) return stepError(db_.get(), "reading the timeline");
   }
-  if (rc != SQLITE_DONE) return stepError(db_.get(), "reading the timeline");
   return out;
 }
 
@@ -937,26 +896,57 @@ StatusOr<std::vector<OverflowEventRow>> TraceReader::overflowEvents(int64_t run_
 }
 
 StatusOr<std::vector<StepDeviceTime>> TraceReader::stepDeviceTimes(int64_t run_id) {
-  ASSIGN_OR_RETURN(sqlite3_stmt * st,
-                   cached("step_device_times",
-                          "SELECT step, count(*), count(device_dur_ns), coalesce(sum(device_dur_ns), 0),"
-                          " coalesce(min(device_start_ns), -1), coalesce(max(device_start_ns + device_dur_ns), -1)"
-                          " FROM op_events WHERE run_id=?1 AND step IS NOT NULL GROUP BY step ORDER BY step"));
-  StmtUse use(st);
-  sqlite3_bind_int64(st, 1, run_id);
-  std::vector<StepDeviceTime> out;
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    StepDeviceTime t;
-    t.step = sqlite3_column_int64(st, 0);
-    t.ops = sqlite3_column_int64(st, 1);
-    t.device_ops = sqlite3_column_int64(st, 2);
-    t.device_busy_ns = sqlite3_column_int64(st, 3);
-    t.device_first_ns = sqlite3_column_int64(st, 4);
-    t.device_last_ns = sqlite3_column_int64(st, 5);
-    out.push_back(t);
+  SnapshotScope snap(this);
+  RETURN_IF_ERROR(snap.status());
+  BlockFilter f;
+  f.run_id = run_id;
+  f.steps = StepRange{};  // every step, no op outside one
+  ASSIGN_OR_RETURN(std::vector<OpIdRange> ranges, opRanges(f));
+  ASSIGN_OR_RETURN(int64_t max_id, maxOpId());
+  const std::vector<std::vector<OpIdRange>> parts = splitRanges(ranges, max_id);
+  std::vector<std::unordered_map<int64_t, StepDeviceTime>> per_part(parts.size());
+  RETURN_IF_ERROR(scanRanges(
+      db_.get(), path_,
+      "SELECT step, device_start_ns, device_dur_ns FROM op_events WHERE rowid BETWEEN ?1 AND ?2 AND run_id=?3"
+      " AND step IS NOT NULL",
+      parts, [&](sqlite3_stmt* st) { sqlite3_bind_int64(st, 3, run_id); },
+      [&](size_t i, sqlite3* db, sqlite3_stmt* st) -> Status {
+        auto& steps = per_part[i];
+        int rc;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+          const int64_t step = sqlite3_column_int64(st, 0);
+          auto [it, fresh] = steps.try_emplace(step);
+          StepDeviceTime& t = it->second;
+          if (fresh) t.step = step;
+          ++t.ops;
+          if (sqlite3_column_type(st, 2) == SQLITE_NULL) continue;
+          const int64_t start = sqlite3_column_int64(st, 1), dur = sqlite3_column_int64(st, 2);
+          ++t.device_ops;
+          t.device_busy_ns += dur;
+          t.device_first_ns = t.device_first_ns < 0 ? start : std::min(t.device_first_ns, start);
+          t.device_last_ns = std::max(t.device_last_ns, start + dur);
+        }
+        if (rc != SQLITE_DONE) return stepError(db, "reading device time per step");
+        return Status::ok();
+      }));
+  std::map<int64_t, StepDeviceTime> merged;
+  for (auto& steps : per_part) {
+    for (auto& [step, t] : steps) {
+      auto [it, fresh] = merged.try_emplace(step, t);
+      if (fresh) continue;
+      StepDeviceTime& m = it->second;
+      m.ops += t.ops;
+      m.device_ops += t.device_ops;
+      m.device_busy_ns += t.device_busy_ns;
+      if (t.device_first_ns >= 0) {
+        m.device_first_ns = m.device_first_ns < 0 ? t.device_first_ns : std::min(m.device_first_ns, t.device_first_ns);
+      }
+      m.device_last_ns = std::max(m.device_last_ns, t.device_last_ns);
+    }
   }
-  if (rc != SQLITE_DONE) return stepError(db_.get(), "reading device time per step");
+  std::vector<StepDeviceTime> out;
+  out.reserve(merged.size());
+  for (auto& [step, t] : merged) out.push_back(t);
   return out;
 }
 
@@ -1084,15 +1074,8 @@ StatusOr<int64_t> TraceReader::earliestTime(int64_t run_id) {
   RETURN_IF_ERROR(snap.status());
   ASSIGN_OR_RETURN(RunRow r, run(run_id));
   int64_t t = r.started_ns;
-  ASSIGN_OR_RETURN(std::vector<int64_t> tids, threadIds(run_id));
-  ASSIGN_OR_RETURN(sqlite3_stmt * first,
-                   cached("thread_first_start", "SELECT min(start_ns) FROM op_events WHERE run_id=?1 AND thread_id=?2"));
-  for (int64_t tid : tids) {
-    sqlite3_bind_int64(first, 1, run_id);
-    sqlite3_bind_int64(first, 2, tid);
-    ASSIGN_OR_RETURN(int64_t b, scalarInt(db_.get(), first, kMaxTime, "reading a thread's span"));
-    t = std::min(t, b);
-  }
+  ASSIGN_OR_RETURN(std::vector<ThreadSummary> threads_of_run, threads(run_id));
+  for (const ThreadSummary& th : threads_of_run) t = std::min(t, th.first_start_ns);
   ASSIGN_OR_RETURN(sqlite3_stmt * others,
                    cached("earliest_others",
                           "SELECT min(coalesce((SELECT min(start_ns) FROM steps WHERE run_id=?1), ?2),"

@@ -64,10 +64,20 @@ TraceWriter::~TraceWriter() {
 
 Status TraceWriter::prepareStatements() {
   sqlite3* db = db_.get();
-  ASSIGN_OR_RETURN(insert_op_, prepare(db,
-      "INSERT INTO op_events(id, run_id, step, name_id, start_ns, dur_ns, thread_id, depth, parent_id, seq_nr,"
-      " is_backward, shapes_id, dtypes_id, device, device_start_ns, device_dur_ns)"
-      " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+  // One row per statement for a buffer's last few ops, kOpsPerInsert rows for the others:
+  // SQLite's per-statement work (VDBE setup, reset, journal checks) is a good part of a row's cost.
+  auto insertOps = [](size_t rows) {
+    std::string sql =
+        "INSERT INTO op_events(id, run_id, step, name_id, start_ns, dur_ns, thread_id, depth, parent_id, seq_nr,"
+        " is_backward, shapes_id, dtypes_id, device, device_start_ns, device_dur_ns) VALUES ";
+    for (size_t i = 0; i < rows; ++i) sql += i ? ",(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)" : "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    return sql;
+  };
+  ASSIGN_OR_RETURN(insert_op_, prepare(db, insertOps(1)));
+  ASSIGN_OR_RETURN(insert_ops_, prepare(db, insertOps(kOpsPerInsert)));
+  ASSIGN_OR_RETURN(insert_block_, prepare(db,
+      "INSERT INTO op_blocks(run_id, thread_id, first_id, last_id, ops, backward_ops, min_start_ns, max_start_ns,"
+      " max_end_ns, min_step, max_step) VALUES (?,?,?,?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(insert_step_, prepare(db,
       "INSERT OR REPLACE INTO steps(run_id, step, start_ns, dur_ns, loss, loss_scale, overflow, skipped, lr, grad_norm)"
       " VALUES (?,?,?,?,?,?,?,?,?,?)"));
@@ -228,26 +238,36 @@ Status TraceWriter::writeOps(const OpBuffer& b) {
       sqlite3_bind_int64(st, col, string_ids_[id - 1]);
     }
   };
+  // Rows go in in id order: a buffer holds its ops in the order they ended (children before
+  // parents); id order appends to the table's B-tree instead of splitting pages in its middle.
+  op_order_.resize(b.size);
+  for (size_t i = 0; i < b.size; ++i) op_order_[i] = static_cast<uint32_t>(i);
+  std::sort(op_order_.begin(), op_order_.end(),
+            [&](uint32_t x, uint32_t y) { return b.records[x].id < b.records[y].id; });
   const int64_t run = run_id_.load();
-  sqlite3_stmt* st = insert_op_.get();
-  for (size_t i = 0; i < b.size; ++i) {
-    const OpRecord& r = b.records[i];
-    sqlite3_bind_int64(st, 1, r.id + id_offset_);
-    sqlite3_bind_int64(st, 2, run);
-    bindOptionalInt(st, 3, r.step, -1);
-    fileId(r.name_id, st, 4);
-    sqlite3_bind_int64(st, 5, r.start_ns);
-    sqlite3_bind_int64(st, 6, r.dur_ns);
-    sqlite3_bind_int64(st, 7, static_cast<int64_t>(r.thread_id));
-    sqlite3_bind_int(st, 8, r.depth);
-    bindOptionalInt(st, 9, r.parent_id < 0 ? -1 : r.parent_id + id_offset_, -1);
-    bindOptionalInt(st, 10, r.seq_nr, -1);
-    sqlite3_bind_int(st, 11, r.is_backward);
-    fileId(r.shapes_id, st, 12);
-    fileId(r.dtypes_id, st, 13);
-    bindOptionalInt(st, 14, r.device, -1);
-    bindOptionalInt(st, 15, r.device_start_ns, -1);
-    bindOptionalInt(st, 16, r.device_dur_ns, -1);
+  auto bindOp = [&](sqlite3_stmt* st, int base, const OpRecord& r) {
+    sqlite3_bind_int64(st, base + 1, r.id + id_offset_);
+    sqlite3_bind_int64(st, base + 2, run);
+    bindOptionalInt(st, base + 3, r.step, -1);
+    fileId(r.name_id, st, base + 4);
+    sqlite3_bind_int64(st, base + 5, r.start_ns);
+    sqlite3_bind_int64(st, base + 6, r.dur_ns);
+    sqlite3_bind_int64(st, base + 7, static_cast<int64_t>(r.thread_id));
+    sqlite3_bind_int(st, base + 8, r.depth);
+    bindOptionalInt(st, base + 9, r.parent_id < 0 ? -1 : r.parent_id + id_offset_, -1);
+    bindOptionalInt(st, base + 10, r.seq_nr, -1);
+    sqlite3_bind_int(st, base + 11, r.is_backward);
+    fileId(r.shapes_id, st, base + 12);
+    fileId(r.dtypes_id, st, base + 13);
+    bindOptionalInt(st, base + 14, r.device, -1);
+    bindOptionalInt(st, base + 15, r.device_start_ns, -1);
+    bindOptionalInt(st, base + 16, r.device_dur_ns, -1);
+  };
+  for (size_t at = 0; at < op_order_.size();) {
+    const size_t rows = op_order_.size() - at >= kOpsPerInsert ? kOpsPerInsert : 1;
+    sqlite3_stmt* st = rows > 1 ? insert_ops_.get() : insert_op_.get();
+    for (size_t k = 0; k < rows; ++k) bindOp(st, static_cast<int>(k * 16), b.records[op_order_[at + k]]);
+    at += rows;
     if (sqlite3_step(st) != SQLITE_DONE) {
       Status s = ioError(std::string("writing ops: ") + sqlite3_errmsg(db_.get()));
       sqlite3_reset(st);
@@ -255,7 +275,76 @@ Status TraceWriter::writeOps(const OpBuffer& b) {
     }
     sqlite3_reset(st);
   }
+  RETURN_IF_ERROR(writeOpBlocks(b));
   written_ops_.fetch_add(b.size);
+  return Status::ok();
+}
+
+// Summarises the buffer's ops (op_order_: in id order) as op_blocks rows: per thread, runs of
+// ids with no gap wider than kMaxGap. A gap is another thread's ops, or an op that ended much
+// later than it started (a long parent, written with a later buffer): a block never spans it,
+// so reading a block's id range reads few rows that are not its own.
+Status TraceWriter::writeOpBlocks(const OpBuffer& b) {
+  constexpr int64_t kMaxGap = 64;
+  struct Block {
+    uint64_t thread = 0;
+    int64_t first = 0, last = 0, ops = 0, backward = 0;
+    int64_t min_start = 0, max_start = 0, max_end = 0;
+    int32_t min_step = -1, max_step = -1;
+  };
+  const int64_t run = run_id_.load();
+  sqlite3_stmt* st = insert_block_.get();
+  auto emit = [&](const Block& k) -> Status {
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_int64(st, 2, static_cast<int64_t>(k.thread));
+    sqlite3_bind_int64(st, 3, k.first + id_offset_);
+    sqlite3_bind_int64(st, 4, k.last + id_offset_);
+    sqlite3_bind_int64(st, 5, k.ops);
+    sqlite3_bind_int64(st, 6, k.backward);
+    sqlite3_bind_int64(st, 7, k.min_start);
+    sqlite3_bind_int64(st, 8, k.max_start);
+    sqlite3_bind_int64(st, 9, k.max_end);
+    bindOptionalInt(st, 10, k.min_step, -1);
+    bindOptionalInt(st, 11, k.max_step, -1);
+    return stepStatement(db_.get(), st);
+  };
+  std::vector<Block> open;  // one per thread: buffers hold one thread's ops, or a few when joined
+  for (uint32_t i : op_order_) {
+    const OpRecord& r = b.records[i];
+    Block* k = nullptr;
+    for (Block& o : open) {
+      if (o.thread == r.thread_id) k = &o;
+    }
+    if (k && r.id - k->last > kMaxGap) {
+      RETURN_IF_ERROR(emit(*k));
+      k->ops = 0;
+    }
+    if (!k) {
+      open.emplace_back();
+      k = &open.back();
+      k->thread = r.thread_id;
+    }
+    const int64_t end = r.start_ns + r.dur_ns;
+    if (k->ops == 0) {
+      k->first = r.id;
+      k->backward = 0;
+      k->min_start = k->max_start = r.start_ns;
+      k->max_end = end;
+      k->min_step = k->max_step = r.step;
+    } else {
+      k->min_start = std::min(k->min_start, r.start_ns);
+      k->max_start = std::max(k->max_start, r.start_ns);
+      k->max_end = std::max(k->max_end, end);
+      if (r.step >= 0) {
+        k->min_step = k->min_step < 0 ? r.step : std::min(k->min_step, r.step);
+        k->max_step = std::max(k->max_step, r.step);
+      }
+    }
+    k->last = r.id;
+    ++k->ops;
+    k->backward += r.is_backward != 0;
+  }
+  for (const Block& k : open) RETURN_IF_ERROR(emit(k));
   return Status::ok();
 }
 

@@ -199,6 +199,11 @@ struct MemoryPeak {
   int64_t samples = 0;
 };
 
+// An inclusive range of op_events ids.
+struct OpIdRange {
+  int64_t lo = 0, hi = 0;
+};
+
 class OpCursor;
 class MemoryCursor;
 
@@ -219,7 +224,7 @@ class TraceReader {
   // The latest run; kNotFound when the file holds none.
   StatusOr<RunRow> latestRun();
 
-  // The threads that hold ops of the run, by first op. One pass over the run's ops.
+  // The threads that hold ops of the run, by first op (from the op_blocks summary).
   StatusOr<std::vector<ThreadSummary>> threads(int64_t run_id);
 
   StatusOr<OpAggregateTable> opAggregates(const OpAggregateQuery& query);
@@ -258,10 +263,13 @@ class TraceReader {
 
  private:
   TraceReader(std::string path, ScopedDb db);
-  // How a run's ops are read in one pass (defined in trace_reader.cpp).
-  struct ScanPlan;
-  StatusOr<ScanPlan> scanPlan(int64_t run_id);
-  StatusOr<std::vector<int64_t>> threadIds(int64_t run_id);
+  // Which op_blocks a query reads (defined in trace_reader.cpp).
+  struct BlockFilter;
+  // The op id ranges of the blocks that pass `filter`, joined and in id order, followed by the
+  // ids past the last block when there are any.
+  StatusOr<std::vector<OpIdRange>> opRanges(const BlockFilter& filter);
+  StatusOr<std::optional<OpIdRange>> unblockedOps();
+  StatusOr<int64_t> maxOpId();
   StatusOr<sqlite3_stmt*> cached(const char* key, const std::string& sql);
   Status loadStrings();
 
@@ -285,9 +293,12 @@ class OpCursor {
 
  private:
   friend class TraceReader;
-  OpCursor(TraceReader* reader, ScopedStmt stmt) : reader_(reader), stmt_(std::move(stmt)) {}
+  OpCursor(TraceReader* reader, ScopedStmt stmt, std::vector<OpIdRange> ranges)
+      : reader_(reader), stmt_(std::move(stmt)), ranges_(std::move(ranges)) {}
   TraceReader* reader_;
-  ScopedStmt stmt_;
+  ScopedStmt stmt_;              // bound to ranges_[next_range_]
+  std::vector<OpIdRange> ranges_;
+  size_t next_range_ = 0;
   Status status_;
 };
 

@@ -90,6 +90,7 @@ class TraceWriter {
   void run();
   Status write(Item& item);
   Status writeOps(const OpBuffer& b);
+  Status writeOpBlocks(const OpBuffer& b);
   Status writeNewStrings();
   Status writeMemory(const MemoryRecord& m);
   Status writeTensorDump(const TensorDumpRecord& d);
@@ -97,7 +98,8 @@ class TraceWriter {
 
   ScopedDb db_;
   Options options_;
-  ScopedStmt insert_op_, insert_step_, insert_overflow_, insert_memory_, insert_dump_, insert_string_, insert_run_,
+  static constexpr size_t kOpsPerInsert = 32;  // rows per multi-row INSERT of ops
+  ScopedStmt insert_op_, insert_ops_, insert_block_, insert_step_, insert_overflow_, insert_memory_, insert_dump_, insert_string_, insert_run_,
       end_run_, begin_, commit_;
 
   mutable std::mutex mu_;
@@ -119,6 +121,7 @@ class TraceWriter {
   std::vector<int64_t> string_ids_;  // writer thread only: process string id - 1 -> file id
   bool in_txn_ = false;           // writer thread only
   int64_t id_offset_ = 0;         // writer thread only: added to the run's op ids (see BeginCmd)
+  std::vector<uint32_t> op_order_;  // writer thread only: a buffer's records in id order
   std::vector<uint8_t> zstd_buf_;  // writer thread only: compressed payload scratch
   std::thread thread_;
 };
