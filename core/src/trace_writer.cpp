@@ -242,8 +242,8 @@ Status TraceWriter::writeOps(const OpBuffer& b) {
   // parents); id order appends to the table's B-tree instead of splitting pages in its middle.
   op_order_.resize(b.size);
   for (size_t i = 0; i < b.size; ++i) op_order_[i] = static_cast<uint32_t>(i);
-  std::sort(op_order_.begin(), op_order_.end(),
-            [&](uint32_t x, uint32_t y) { return b.records[x].id < b.records[y].id; });
+  auto by_id = [&](uint32_t x, uint32_t y) { return b.records[x].id < b.records[y].id; };
+  if (!std::is_sorted(op_order_.begin(), op_order_.end(), by_id)) std::sort(op_order_.begin(), op_order_.end(), by_id);
   const int64_t run = run_id_.load();
   auto bindOp = [&](sqlite3_stmt* st, int base, const OpRecord& r) {
     sqlite3_bind_int64(st, base + 1, r.id + id_offset_);
