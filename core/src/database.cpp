@@ -115,6 +115,10 @@ StatusOr<ScopedDb> openTraceDatabase(const std::string& path, OpenMode mode) {
     return db;
   }
 
+  // New files use 16 KiB pages: the writer takes ~15 % more op rows per second than with 4 KiB
+  // (fewer B-tree pages and WAL frames per row; 64 KiB was slower again), measured with
+  // bench_profiler's writer_rows_per_s.
+  if (*tables == 0) RETURN_IF_ERROR(execSql(db.get(), "PRAGMA page_size=16384"));
   RETURN_IF_ERROR(execSql(db.get(), "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
   for (const Migration& m : kMigrations) {
     if (m.version <= *version) continue;
