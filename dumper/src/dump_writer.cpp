@@ -78,6 +78,7 @@ void DumpWriter::run() {
     if (!failed_.load(std::memory_order_relaxed)) {
       Status s = write(op);
       if (s.isOk()) {
+        if (options_.on_written) options_.on_written(op);
         handRows(op);
       } else if (!failed_.exchange(true) && options_.on_error) {
         options_.on_error(s);  // this op and everything after it are dropped
@@ -98,10 +99,8 @@ Status DumpWriter::write(DumpedOp& op) {
     std::error_code ec;
     std::filesystem::create_directories(op.dir, ec);  // a failure shows when the file is created
   }
-  RETURN_IF_ERROR(writeDumpFile(op.dir + "/" + op.file, op.op_name, op.dump_time_us,
-                                fileTensors(op.inputs, op.with_data), fileTensors(op.outputs, op.with_data)));
-  if (options_.files_written) options_.files_written->fetch_add(1, std::memory_order_relaxed);
-  return Status::ok();
+  return writeDumpFile(op.dir + "/" + op.file, op.op_name, op.dump_time_us, fileTensors(op.inputs, op.with_data),
+                       fileTensors(op.outputs, op.with_data));
 }
 
 void DumpWriter::handRows(DumpedOp& op) {

@@ -57,7 +57,7 @@ class DumpWriter {
     TraceWriter* rows = nullptr;                    // where rows go (nullptr: files only)
     size_t max_queued_bytes = size_t{64} << 20;     // push() waits beyond this much payload
     std::function<void(const Status&)> on_error;    // the first write error, on the writer thread
-    std::atomic<uint64_t>* files_written = nullptr; // counted after each file
+    std::function<void(const DumpedOp&)> on_written;  // each op written (file, when any, and rows)
   };
   explicit DumpWriter(Options options);
   ~DumpWriter();  // drain(), then joins the thread

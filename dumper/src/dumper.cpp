@@ -278,7 +278,6 @@ struct Dumper::Impl {
   std::atomic<bool> halted{false};  // a write error stopped dumping
   Status error;
   DumperCounters counters;
-  std::atomic<uint64_t> files_written{0};
   std::vector<OverflowHit> hits;
   std::atomic<int64_t> overflow_found{0};
   std::string run_dir;
@@ -496,18 +495,25 @@ struct Dumper::Impl {
     uint64_t bytes = 0;
     for (const auto* list : {&p.inputs, &outputs})
       for (const auto& c : *list) bytes += c.bytes;
-    const size_t tensors = p.inputs.size() + outputs.size();
     op.inputs = std::move(p.inputs);
     op.outputs = std::move(outputs);
     p.inputs.clear();
     {
       std::lock_guard<std::mutex> lock(mu);
-      ++counters.ops_dumped;
-      counters.tensors += tensors;
-      counters.payload_bytes += bytes;
       step_bytes += bytes;
     }
     files->push(std::move(op));
+  }
+
+  // The DumpWriter thread wrote `op`.
+  void written(const DumpedOp& op) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++counters.ops_dumped;
+    counters.files += !op.dir.empty();
+    for (const auto* list : {&op.inputs, &op.outputs}) {
+      counters.tensors += list->size();
+      for (const auto& c : *list) counters.payload_bytes += c.bytes;
+    }
   }
 };
 
@@ -667,7 +673,6 @@ Status Dumper::start() {
     m.halted = false;
     m.error = Status::ok();
     m.counters = DumperCounters();
-    m.files_written = 0;
     m.hits.clear();
     m.overflow_found = 0;
     m.resetNumbering(kNoStep);
@@ -688,7 +693,7 @@ Status Dumper::start() {
     DumpWriter::Options o;
     o.rows = m.writer;
     o.on_error = [&m](const Status& s) { m.halt(s); };
-    o.files_written = &m.files_written;
+    o.on_written = [&m](const DumpedOp& op) { m.written(op); };
     m.files = std::make_unique<DumpWriter>(std::move(o));
     m.started = true;
   }
@@ -715,11 +720,14 @@ Status Dumper::status() const {
   return impl_->error;
 }
 
+Status Dumper::flush() {
+  if (impl_->files) impl_->files->drain();
+  return status();
+}
+
 DumperCounters Dumper::counters() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  DumperCounters c = impl_->counters;
-  c.files = impl_->files_written.load();
-  return c;
+  return impl_->counters;
 }
 
 std::vector<OverflowHit> Dumper::overflows() const {

@@ -393,7 +393,7 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
           m.lr = opt->lr(0);
           session->step(m);
         }
-        if (o.dump && dump.config().stop_on_error && !dump.status().isOk()) {
+        if (o.dump && dump.config().stop_on_error && !dump.flush().isOk()) {
           const Status why = dump.status();
           (void)dump.stop();
           return abandon(Status(why.code(), why.message() + " (on_error: stop: training stopped)"));

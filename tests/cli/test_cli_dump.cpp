@@ -158,6 +158,39 @@ TEST(CliDump, SizingPassLeavesTrainingUnchanged) {
   EXPECT_EQ(sqlText(dumped, results), sqlText(plain, results));
 }
 
+TEST(CliDump, WriteErrorMidRunStopsDumpingOnceTrainingGoesOnOrStopsByOption) {
+  // A full disk as the process sees it: files beyond 4 MiB fail (EFBIG). The first dumped op
+  // (the batch of 1024 images copied to the npu, 2 x 3 MiB) is the first to fail; the trace
+  // file stays far smaller.
+  const std::string full = "trap '' XFSZ; ulimit -f 4096;";
+  const std::string train = std::string(kTrain) + " --batch-size 1024 --epochs 2";
+  const std::string dir = scratchPath("efbig_dumps");
+  const std::string db = scratchPath("efbig.db");
+  CliRun goes_on = run(train + " --dump-config " + aclJson(dir, "tensor") + " --db " + db, true, full);
+  ASSERT_EQ(goes_on.exit_code, 0) << goes_on.out;
+  size_t messages = 0;
+  for (size_t at = goes_on.out.find("dump stopped"); at != std::string::npos;
+       at = goes_on.out.find("dump stopped", at + 1)) {
+    ++messages;
+  }
+  EXPECT_EQ(messages, 1u) << goes_on.out;
+  EXPECT_NE(goes_on.out.find("File too large"), std::string::npos) << goes_on.out;
+  EXPECT_NE(goes_on.out.find("test accuracy"), std::string::npos) << "training went on\n" << goes_on.out;
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM steps WHERE run_id = 1"), 3);
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM runs WHERE id = 1 AND status = 'completed'"), 1);
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check = 'ok'"), 1);
+
+  // on_error: stop ends training after the step that failed, with the reason.
+  const std::string stop_acl = aclJson(dir, "tensor", R"(, "on_error": "stop")");
+  CliRun stops = run(train + " --dump-config " + stop_acl + " --db " + db, true, full);
+  EXPECT_EQ(stops.exit_code, 1) << stops.out;
+  EXPECT_NE(stops.out.find("npuscope: error: "), std::string::npos) << stops.out;
+  EXPECT_NE(stops.out.find("on_error: stop"), std::string::npos) << stops.out;
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM steps WHERE run_id = 2"), 2) << "steps 0 and 1 (the dumped step)";
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM runs WHERE id = 2 AND status = 'failed'"), 1);
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check = 'ok'"), 1);
+}
+
 TEST(CliDump, BadInputIsOneClearLine) {
   const std::string bad_acl = scratchPath("bad_acl.json");
   std::ofstream(bad_acl) << R"({"dump": {"dump_mode": "sideways"}})";

@@ -12,7 +12,7 @@
 //   d.attach(writer, [&] { return session->currentStep(); });  // rows into the run's trace file
 //   if (*on) d.start();
 //   ... train; wrap each step's update (after backward) in a Dumper::UpdatePhase; at every step
-//   end: if (!d.status().isOk() && d.config().stop_on_error) stop ...
+//   end: if (d.config().stop_on_error && !d.flush().isOk()) stop ...
 //   d.stop();
 //
 // Capture happens where the op runs: the device's op observer (npu::set_op_observer) sees every
@@ -69,11 +69,12 @@ struct OverflowHit {
   std::string detail;   // e.g. "output 0: 1 inf, 0 NaN" or "float status register"
 };
 
+// Counted when written (what a write error dropped is not counted; stop() or flush() first).
 struct DumperCounters {
   uint64_t ops_seen = 0;      // ops observed in dumped steps
   uint64_t ops_dumped = 0;    // ops with at least one tensor dumped
   uint64_t tensors = 0;       // tensors dumped
-  uint64_t payload_bytes = 0; // raw tensor bytes captured (files and rows)
+  uint64_t payload_bytes = 0; // raw tensor bytes dumped (into the file and the rows each)
   uint64_t files = 0;         // Ascend dump files written
 };
 
@@ -138,6 +139,9 @@ class Dumper {
 
   // OK, or the error that stopped dumping (e.g. disk full) — training may go on.
   Status status() const;
+  // Waits until every op captured so far is in its file and handed to the writer (or dropped
+  // after an error); then status(). For loops that stop on a dump error (on_error: stop).
+  Status flush();
   DumperCounters counters() const;
   std::vector<OverflowHit> overflows() const;
   // `{dump_path}/{YYYYMMDDhhmmss}/{device_id}` of this start for device 0 ("" without dump_path).
