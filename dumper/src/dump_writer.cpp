@@ -46,6 +46,14 @@ DumpWriter::~DumpWriter() {
 
 void DumpWriter::push(DumpedOp&& op) {
   if (failed_.load(std::memory_order_relaxed)) return;
+  if (op.dir.empty() && !op.with_data) {
+    // Nothing to write or compute (and nothing queued before it: dump_path and dump_data hold
+    // for every op): the rows go straight to the TraceWriter, sparing statistics-only dumps a
+    // thread hop per op.
+    if (options_.on_written) options_.on_written(op);
+    handRows(op);
+    return;
+  }
   const size_t bytes = payloadOf(op);
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -76,6 +84,13 @@ void DumpWriter::run() {
     }
     const size_t bytes = payloadOf(op);
     if (!failed_.load(std::memory_order_relaxed)) {
+      for (auto* list : {&op.inputs, &op.outputs}) {
+        for (auto& c : *list) {
+          if (!c.stats_pending) continue;
+          c.stats = compare::computeStats(c.data.data(), c.dtype, c.data.size() / compare::dtypeSize(c.dtype));
+          c.stats_pending = false;
+        }
+      }
       Status s = write(op);
       if (s.isOk()) {
         if (options_.on_written) options_.on_written(op);

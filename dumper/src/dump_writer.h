@@ -31,6 +31,7 @@ struct CapturedTensor {
   std::vector<int64_t> shape;
   std::string format;
   compare::TensorStats stats;
+  bool stats_pending = false;  // taken by the DumpWriter thread from `data`
   std::vector<uint8_t> data;
   size_t bytes = 0;  // payload size whether or not kept
 };
@@ -65,7 +66,8 @@ class DumpWriter {
   DumpWriter& operator=(const DumpWriter&) = delete;
 
   // Queues one op; waits while the queue holds more than max_queued_bytes of payload (unless
-  // empty). After a write error, ops are dropped here.
+  // empty). An op with neither a file nor payloads (statistics only, no dump_path) is handed to
+  // the TraceWriter right away, on the caller's thread. After a write error, ops are dropped.
   void push(DumpedOp&& op);
   // Waits until every op pushed so far is written and handed to the TraceWriter (or dropped).
   void drain();

@@ -95,8 +95,9 @@ bool describe(const at::Tensor& t, CapturedTensor* c) {
   return true;
 }
 
-// describe() plus statistics and, when `with_data`, the elements in logical order.
-bool capture(const at::Tensor& t, bool with_data, CapturedTensor* c) {
+// describe() plus, when `with_data`, the elements in logical order, and the statistics: now, or
+// with `stats_later` (and data) left to the DumpWriter thread, so the op thread only copies.
+bool capture(const at::Tensor& t, bool with_data, CapturedTensor* c, bool stats_later = false) {
   if (!describe(t, c)) return false;
   const size_t n = static_cast<size_t>(t.numel());
   if (n == 0) {
@@ -114,7 +115,8 @@ bool capture(const at::Tensor& t, bool with_data, CapturedTensor* c) {
     gather(t, buf.data());
     src = buf.data();
   }
-  c->stats = compare::computeStats(with_data ? c->data.data() : src, c->dtype, n);
+  c->stats_pending = with_data && stats_later;
+  if (!c->stats_pending) c->stats = compare::computeStats(with_data ? c->data.data() : src, c->dtype, n);
   return true;
 }
 
@@ -398,7 +400,8 @@ struct Dumper::Impl {
   // Captures `t` into `list` (only its description in a sizing pass).
   void take(const Pending& p, const at::Tensor& t, std::vector<CapturedTensor>* list) const {
     CapturedTensor c;
-    const bool kept = p.sizing ? describe(t, &c) : capture(t, config.data == DumpDataKind::kTensor, &c);
+    const bool tensor_mode = config.data == DumpDataKind::kTensor;
+    const bool kept = p.sizing ? describe(t, &c) : capture(t, tensor_mode, &c, /*stats_later=*/tensor_mode);
     if (kept) list->push_back(std::move(c));
   }
 
