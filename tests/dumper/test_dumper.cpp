@@ -48,6 +48,13 @@ void step(int64_t s, bool inject_inf = false) {
   (void)h2;
 }
 
+// The default config with Ascend files under `dir`/dumps.
+DumpConfig withFiles(const fs::path& dir) {
+  DumpConfig c;
+  c.dump_path = (dir / "dumps").string();
+  return c;
+}
+
 // Runs `steps` steps with the dumper on, into `writer` when given.
 void runDumped(const DumpConfig& config, int steps, TraceWriter* writer, int inf_step = -1) {
   Dumper& d = Dumper::instance();
@@ -79,8 +86,7 @@ std::string protocDecode(const fs::path& file, const fs::path& work) {
 
 TEST(DumperTest, AscendFilesDecodeAndPayloadsAddUp) {
   const fs::path dir = tempDir("files");
-  DumpConfig c;
-  c.dump_path = (dir / "dumps").string();
+  const DumpConfig c = withFiles(dir);
   runDumped(c, 1, nullptr);
   const std::string out = Dumper::instance().dumpDirectory();
   ASSERT_FALSE(out.empty());
@@ -200,8 +206,7 @@ uint64_t bytesOfFiles(const fs::path& dir) {
 
 TEST(DumperTest, SizingPassCountsWhatAStepWritesAndWritesNothing) {
   const fs::path dir = tempDir("sizing");
-  DumpConfig c;
-  c.dump_path = (dir / "dumps").string();
+  DumpConfig c = withFiles(dir);
   Dumper& d = Dumper::instance();
   ASSERT_TRUE(d.configure(c).isOk());
   ASSERT_TRUE(d.beginSizing().isOk());
@@ -229,8 +234,7 @@ TEST(DumperTest, SizingPassCountsWhatAStepWritesAndWritesNothing) {
 
 TEST(DumperTest, FreeSpaceRefusalNamesPathBytesStepsAndFreeSpace) {
   const fs::path dir = tempDir("space");
-  DumpConfig c;
-  c.dump_path = (dir / "dumps").string();
+  DumpConfig c = withFiles(dir);
   Dumper& d = Dumper::instance();
   ASSERT_TRUE(d.configure(c).isOk());
   DumpSizeEstimate size;
@@ -325,8 +329,7 @@ TEST(DumperTest, DumpPathRemovedMidRunStopsDumpingOnceTrainingGoesOn) {
   auto w = TraceWriter::open(db);
   ASSERT_TRUE(w.isOk());
   const int64_t run = *(*w)->beginRun(RunInfo{});
-  DumpConfig c;
-  c.dump_path = (dir / "dumps").string();
+  DumpConfig c = withFiles(dir);
   Dumper& d = Dumper::instance();
   ASSERT_TRUE(d.configure(c).isOk());
   d.attach(w->get());
@@ -369,8 +372,7 @@ TEST(DumperTest, DumpPathRemovedMidRunStopsDumpingOnceTrainingGoesOn) {
 TEST(DumperTest, FileSizeLimitStopsDumpingTrainingGoesOn) {
   // A full disk, as a process sees it through the file-size limit: writes fail part way.
   const fs::path dir = tempDir("full");
-  DumpConfig c;
-  c.dump_path = (dir / "dumps").string();
+  DumpConfig c = withFiles(dir);
   Dumper& d = Dumper::instance();
   ASSERT_TRUE(d.configure(c).isOk());
   d.attach(nullptr);
