@@ -80,11 +80,15 @@ std::string encodeHeader(const std::string& op_name, uint64_t dump_time_us, cons
   return bytes;
 }
 
-struct FdCloser {
-  int fd = -1;
-  ~FdCloser() {
+// Owns a file descriptor (closed unless released by setting fd to -1).
+struct ScopedFd {
+  explicit ScopedFd(int f) : fd(f) {}
+  ~ScopedFd() {
     if (fd >= 0) ::close(fd);
   }
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  int fd;
 };
 
 }  // namespace
@@ -109,7 +113,7 @@ Status writeDumpFile(const std::string& path, const std::string& op_name, uint64
       if (t.size) parts.push_back({const_cast<uint8_t*>(t.data), t.size});
 
   auto fail = [&](const char* what) { return ioError(path + ": " + what + ": " + std::strerror(errno)); };
-  FdCloser f{::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+  ScopedFd f(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (f.fd < 0) return fail("cannot create the dump file");
   size_t first = 0;
   while (first < parts.size()) {
