@@ -438,24 +438,38 @@ Stash& currentStash() {
   static Stash stash;
   return stash;
 }
-}  // namespace
 
-ScaledLoss::ScaledLoss(const at::Tensor& loss, int lossId) : lossId_(lossId), uncaught_(std::uncaught_exceptions()) {
-  State& s = state();
+// The checked loss scale of `lossId` for scale_loss() and scaled_loss_value().
+double checkedScale(const at::Tensor& loss, int lossId) {
+  const State& s = state();
   requireInit("scale_loss");
   TORCH_CHECK(lossId >= 0 && lossId < static_cast<int>(s.scalers.size()), "amp::scale_loss: loss_id ", lossId,
               ": expected 0..", s.scalers.size() - 1, " (num_losses is ", s.scalers.size(), ")");
   TORCH_CHECK(loss.defined() && loss.numel() == 1 && at::isFloatingType(loss.scalar_type()),
               "amp::scale_loss: the loss must be a floating tensor of one element");
-  scale_ = s.scalers[lossId].lossScale();
+  return s.scalers[lossId].lossScale();
+}
+
+at::Tensor scaledLoss(const at::Tensor& loss, double scale) {
+  // A float tensor factor, not a double scalar: with float-status tracking on, the device's
+  // fallback would promote a wrapped double scalar to a Double result.
+  const at::Tensor lossF = loss.to(at::kFloat);
+  return lossF * at::scalar_tensor(scale, lossF.options());
+}
+}  // namespace
+
+ScaledLoss::ScaledLoss(const at::Tensor& loss, int lossId) : lossId_(lossId), uncaught_(std::uncaught_exceptions()) {
+  scale_ = checkedScale(loss, lossId);
+  State& s = state();
   currentStash() = s.gradsUnscaled ? stashAndZero(s) : Stash();
   if (s.statusDevice >= 0) npu::clear_float_status(s.statusDevice);
   if (!s.lossSeen) s.scaleUsed = scale_;
   s.lossSeen = true;
-  // A float tensor factor, not a double scalar: with float-status tracking on, the device's
-  // fallback would promote a wrapped double scalar to a Double result.
-  const at::Tensor lossF = loss.to(at::kFloat);
-  scaled_ = lossF * at::scalar_tensor(scale_, lossF.options());
+  scaled_ = scaledLoss(loss, scale_);
+}
+
+at::Tensor scaled_loss_value(const at::Tensor& loss, int loss_id) {
+  return scaledLoss(loss, checkedScale(loss, loss_id));
 }
 
 void ScaledLoss::backward(bool retainGraph) {

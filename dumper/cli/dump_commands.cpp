@@ -259,6 +259,8 @@ void addTrainDumpOptions(CLI::App& train, DumpCliOptions& options) {
   train.add_option("--dump-config", options.dump_config, "Dump ops as configured in this acl.json (as ACL_DUMP_DATA=1)");
   train.add_option("--overflow-check", options.overflow_check,
                    "Overflow check mode: dump the first N overflowing ops with their inputs and outputs");
+  train.add_flag("--dump-force", options.force,
+                 "Dump even when the free space cannot hold the requested steps (as \"force\": true)");
 }
 
 StatusOr<bool> configureDumperFromCli(const DumpCliOptions& options) {
@@ -272,10 +274,17 @@ StatusOr<bool> configureDumperFromCli(const DumpCliOptions& options) {
       c.data = DumpDataKind::kOverflow;
       c.overflow_limit = options.overflow_check;
     }
+    c.force = c.force || options.force;
     RETURN_IF_ERROR(d.configure(c));
     return true;
   }
-  return d.configureFromEnvironment();
+  ASSIGN_OR_RETURN(bool requested, d.configureFromEnvironment());
+  if (requested && options.force && !d.config().force) {
+    DumpConfig c = d.config();
+    c.force = true;
+    RETURN_IF_ERROR(d.configure(c));
+  }
+  return requested;
 }
 
 }  // namespace npuscope::dumper

@@ -20,10 +20,11 @@ namespace npuscope::dumper {
 // Registers `dump` (with list, show, export) and `compare` on `app`, with callbacks.
 void addDumpCommands(CLI::App& app, int& exit_code);
 
-// `--dump-config FILE` and `--overflow-check N` for a training subcommand.
+// `--dump-config FILE`, `--overflow-check N` and `--dump-force` for a training subcommand.
 struct DumpCliOptions {
   std::string dump_config;  // acl.json to use (as ACL_DUMP_DATA=1 with that file)
   int64_t overflow_check = 0;  // > 0: overflow check mode, the first N overflowing ops
+  bool force = false;          // dump even when the free space looks too small (config's force)
 };
 void addTrainDumpOptions(CLI::App& train, DumpCliOptions& options);
 // Configures Dumper::instance() from the flags, else from ACL_DUMP_DATA=1 and ./acl.json.

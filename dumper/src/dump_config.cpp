@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -103,6 +104,22 @@ int64_t StepSet::count() const {
   return n;
 }
 
+int64_t StepSet::countIn(int64_t first, int64_t end) const {
+  if (end <= first) return 0;
+  if (ranges_.empty()) return end - first;
+  // Ranges may overlap ("1-5|3"): sorted by start, each step is counted once.
+  auto sorted = ranges_;
+  std::sort(sorted.begin(), sorted.end());
+  int64_t n = 0, next = first;  // steps below `next` are counted or out of [first, end)
+  for (const auto& [a0, b0] : sorted) {
+    const int64_t a = std::max(a0, next), b = std::min(b0, end - 1);
+    if (a > b) continue;
+    n += b - a + 1;
+    next = b + 1;
+  }
+  return n;
+}
+
 StatusOr<DumpConfig> DumpConfig::fromJson(const std::string& text, const std::string& source) {
   json doc;
   try {
@@ -155,13 +172,13 @@ StatusOr<DumpConfig> DumpConfig::fromJson(const std::string& text, const std::st
     } else if (key == "on_error") {
       ASSIGN_OR_RETURN(size_t i, choice(d, source, key, {"continue", "stop"}));
       c.stop_on_error = i == 1;
-    } else if (key == "force") {
+    } else if (key == "force" || key == "dump_update") {
       if (!value.is_boolean()) return fieldError(source, key, "expected true or false, got " + value.dump());
-      c.force = value.get<bool>();
+      (key == "force" ? c.force : c.dump_update) = value.get<bool>();
     } else {
       return fieldError(source, key,
                         "unknown field (known: dump_path, dump_mode, dump_list, dump_op_switch, dump_step, dump_data, "
-                        "overflow_limit, on_error, force)");
+                        "overflow_limit, on_error, force, dump_update)");
     }
   }
   if (!c.op_switch && c.dump_list.empty()) {

@@ -1,22 +1,19 @@
 #include "npuscope/dumper/dump_file.h"
 
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <memory>
 
 #include "dump_data.pb.h"
 
 namespace npuscope::dumper {
 namespace {
-
-struct FileCloser {
-  void operator()(FILE* f) const {
-    if (f) std::fclose(f);
-  }
-};
-using ScopedFile = std::unique_ptr<FILE, FileCloser>;
 
 template <typename Msg>
 void fillTensor(Msg* m, const DumpFileTensor& t) {
@@ -65,32 +62,87 @@ std::string dumpFileName(const std::string& op_type, const std::string& op_name,
   return name;
 }
 
-Status writeDumpFile(const std::string& path, const std::string& op_name, uint64_t dump_time_us,
-                     const std::vector<DumpFileTensor>& inputs, const std::vector<DumpFileTensor>& outputs) {
+namespace {
+
+// The 8-byte length and the DumpData header of a file.
+std::string encodeHeader(const std::string& op_name, uint64_t dump_time_us, const std::vector<DumpFileTensor>& inputs,
+                         const std::vector<DumpFileTensor>& outputs) {
   toolkit::dumpdata::DumpData header;
   header.set_version("2.0");
   header.set_dump_time(dump_time_us);
   header.set_op_name(op_name);
   for (const auto& t : inputs) fillTensor(header.add_input(), t);
   for (const auto& t : outputs) fillTensor(header.add_output(), t);
-  const std::string bytes = header.SerializeAsString();
-  const uint64_t len = bytes.size();  // little-endian on every platform npuscope builds for
-  uint8_t len_le[8];
-  for (int i = 0; i < 8; ++i) len_le[i] = static_cast<uint8_t>(len >> (8 * i));
+  std::string bytes(8, '\0');
+  header.AppendToString(&bytes);
+  const uint64_t len = bytes.size() - 8;  // little-endian on every platform npuscope builds for
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(len >> (8 * i));
+  return bytes;
+}
+
+// Owns a file descriptor (closed unless released by setting fd to -1).
+struct ScopedFd {
+  explicit ScopedFd(int f) : fd(f) {}
+  ~ScopedFd() {
+    if (fd >= 0) ::close(fd);
+  }
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  int fd;
+};
+
+}  // namespace
+
+uint64_t dumpFileSize(const std::string& op_name, uint64_t dump_time_us, const std::vector<DumpFileTensor>& inputs,
+                      const std::vector<DumpFileTensor>& outputs) {
+  uint64_t n = encodeHeader(op_name, dump_time_us, inputs, outputs).size();
+  for (const auto* list : {&inputs, &outputs})
+    for (const auto& t : *list) n += t.size;
+  return n;
+}
+
+Status writeDumpFile(const std::string& path, const std::string& op_name, uint64_t dump_time_us,
+                     const std::vector<DumpFileTensor>& inputs, const std::vector<DumpFileTensor>& outputs) {
+  const std::string header = encodeHeader(op_name, dump_time_us, inputs, outputs);
+  // One gathered write of the header and every payload straight from the caller's buffers.
+  std::vector<iovec> parts;
+  parts.reserve(1 + inputs.size() + outputs.size());
+  parts.push_back({const_cast<char*>(header.data()), header.size()});
+  for (const auto* list : {&inputs, &outputs})
+    for (const auto& t : *list)
+      if (t.size) parts.push_back({const_cast<uint8_t*>(t.data), t.size});
 
   auto fail = [&](const char* what) { return ioError(path + ": " + what + ": " + std::strerror(errno)); };
-  ScopedFile f(std::fopen(path.c_str(), "wb"));
-  if (!f) return fail("cannot create the dump file");
-  if (std::fwrite(len_le, 1, 8, f.get()) != 8 || std::fwrite(bytes.data(), 1, bytes.size(), f.get()) != bytes.size()) {
-    return fail("writing the dump file");
-  }
-  for (const auto* list : {&inputs, &outputs}) {
-    for (const auto& t : *list) {
-      if (t.size && std::fwrite(t.data, 1, t.size, f.get()) != t.size) return fail("writing the dump file");
+  ScopedFd f(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (f.fd < 0) return fail("cannot create the dump file");
+  size_t first = 0;
+  while (first < parts.size()) {
+    const int count = static_cast<int>(std::min<size_t>(parts.size() - first, IOV_MAX));
+    const ssize_t n = ::writev(f.fd, parts.data() + first, count);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail("writing the dump file");
+    }
+    if (n == 0) {
+      errno = EIO;
+      return fail("writing the dump file");
+    }
+    // Skip what was written; a short write resumes inside the part it stopped in.
+    size_t done = static_cast<size_t>(n);
+    while (first < parts.size() && done >= parts[first].iov_len) done -= parts[first++].iov_len;
+    if (first < parts.size()) {
+      parts[first].iov_base = static_cast<char*>(parts[first].iov_base) + done;
+      parts[first].iov_len -= done;
     }
   }
-  FILE* raw = f.release();
-  if (std::fclose(raw) != 0) return fail("closing the dump file");  // a full disk often shows only here
+#ifdef __linux__
+  // Write-back starts now: a dump is written once and not read back, so the disk works while
+  // the next ops are captured instead of when dirty pages pile up (or at the final sync).
+  ::sync_file_range(f.fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+#endif
+  const int fd = f.fd;
+  f.fd = -1;
+  if (::close(fd) != 0) return fail("closing the dump file");  // some filesystems report a full disk only here
   return Status::ok();
 }
 

@@ -1,20 +1,27 @@
 // The op dumper: the device's op observer, capture of op arguments and results straight from
-// npu memory (host memory), statistics, Ascend dump files and tensor_dumps rows.
+// npu memory (host memory) and their statistics on the op thread; files and rows are written by
+// the DumpWriter thread.
 #include "npuscope/dumper/dumper.h"
+
+#include <sys/stat.h>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/function_schema.h>
 #include <ATen/core/ivalue.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <limits>
 #include <mutex>
-#include <set>
+#include <optional>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -24,6 +31,7 @@
 #include "npuscope/core/trace_writer.h"
 #include "npuscope/device/npu.h"
 #include "npuscope/dumper/dump_file.h"
+#include "dump_writer.h"
 
 // libtorch's autograd engine sets the current graph task on a thread while it evaluates backward
 // nodes there; declared here to avoid pulling the autograd headers into this TU.
@@ -56,16 +64,6 @@ DType dtypeOf(c10::ScalarType t) {
   }
 }
 
-// One captured tensor: metadata, statistics and (in tensor mode) its elements in logical order.
-struct Captured {
-  DType dtype = DType::kUnknown;
-  std::vector<int64_t> shape;
-  std::string format;
-  compare::TensorStats stats;
-  std::vector<uint8_t> data;
-  size_t bytes = 0;  // payload size whether or not kept
-};
-
 // Copies a strided tensor's elements into logical (row-major) order, without torch ops.
 void gather(const at::Tensor& t, uint8_t* out) {
   const size_t es = t.element_size();
@@ -86,14 +84,22 @@ void gather(const at::Tensor& t, uint8_t* out) {
   }
 }
 
-bool capture(const at::Tensor& t, bool with_data, Captured* c) {
+// Type, shape, format and payload size; false for tensors that are not dumped.
+bool describe(const at::Tensor& t, CapturedTensor* c) {
   if (!t.defined()) return false;
   c->dtype = dtypeOf(t.scalar_type());
   if (c->dtype == DType::kUnknown) return false;
   c->shape.assign(t.sizes().begin(), t.sizes().end());
   c->format = t.dim() == 4 ? "NCHW" : "ND";
+  c->bytes = static_cast<size_t>(t.numel()) * compare::dtypeSize(c->dtype);
+  return true;
+}
+
+// describe() plus, when `with_data`, the elements in logical order, and the statistics: now, or
+// with `stats_later` (and data) left to the DumpWriter thread, so the op thread only copies.
+bool capture(const at::Tensor& t, bool with_data, CapturedTensor* c, bool stats_later = false) {
+  if (!describe(t, c)) return false;
   const size_t n = static_cast<size_t>(t.numel());
-  c->bytes = n * compare::dtypeSize(c->dtype);
   if (n == 0) {
     c->stats = compare::computeStats(nullptr, c->dtype, 0);
     return true;
@@ -109,7 +115,8 @@ bool capture(const at::Tensor& t, bool with_data, Captured* c) {
     gather(t, buf.data());
     src = buf.data();
   }
-  c->stats = compare::computeStats(with_data ? c->data.data() : src, c->dtype, n);
+  c->stats_pending = with_data && stats_later;
+  if (!c->stats_pending) c->stats = compare::computeStats(with_data ? c->data.data() : src, c->dtype, n);
   return true;
 }
 
@@ -163,24 +170,102 @@ uint64_t unixMicros() {
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
 }
 
+enum Phase { kForward, kBackward, kUpdate, kPhases };
+const char* const kPhaseNames[kPhases] = {"forward", "backward", "update"};
+
+constexpr int64_t kNoStep = std::numeric_limits<int64_t>::min();
+constexpr int64_t kSizingStep = kNoStep + 1;  // the numbering "step" of a sizing pass
+// A tensor_dumps row beyond its payload: ids, statistics, texts and SQLite's record overhead
+// (about; the texts are added).
+constexpr uint64_t kRowOverhead = 96;
+
 // The op in flight on this thread, between the observer's kBefore and kAfter calls.
 struct Pending {
   bool active = false;
+  bool sizing = false;  // counted by a sizing pass, not dumped
   std::string op_name, op_type;
   int64_t step = -1;
+  int64_t op_id = -1;
   int device = 0;
-  std::vector<Captured> inputs;
+  std::vector<CapturedTensor> inputs;
   // Overflow mode: inputs are captured only when the op overflows; arguments the op writes are
   // snapshotted before it runs.
   std::vector<at::Tensor> input_refs;
-  std::vector<std::optional<Captured>> input_snapshots;
+  std::vector<std::optional<CapturedTensor>> input_snapshots;
   bool status_before = false;
 };
 
 thread_local Pending t_pending;
 thread_local bool t_in_dumper = false;  // recursion guard: the dumper's own work is never dumped
+thread_local bool t_update = false;     // inside a Dumper::UpdatePhase
+
+// One filesystem's share of a dump: a path on it and the bytes one step puts there.
+struct SpaceNeed {
+  std::string path;
+  uint64_t per_step = 0;
+};
+
+// "3.5 MiB (3670016 bytes)": rounded for people, exact for scripts.
+std::string bytesText(uint64_t n) {
+  const std::string exact = std::to_string(n) + " bytes";
+  return n < 1024 ? exact : formatBytes(n) + " (" + exact + ")";
+}
+
+// OK when every filesystem among `needs` (paths on the same device add up) has room for `steps`
+// steps; otherwise an error naming its paths, the bytes per step, the steps, the total and the
+// free bytes.
+Status spaceShortfall(const std::vector<SpaceNeed>& needs, int64_t steps) {
+  struct Fs {
+    dev_t dev;
+    bool known;
+    std::vector<std::string> paths;
+    uint64_t per_step;
+  };
+  std::vector<Fs> filesystems;
+  for (const SpaceNeed& n : needs) {
+    if (n.path.empty() || n.per_step == 0) continue;
+    struct stat st {};
+    const bool known = ::stat(n.path.c_str(), &st) == 0;
+    auto same = std::find_if(filesystems.begin(), filesystems.end(),
+                             [&](const Fs& f) { return known && f.known && f.dev == st.st_dev; });
+    if (same == filesystems.end()) {
+      filesystems.push_back({st.st_dev, known, {n.path}, n.per_step});
+    } else {
+      same->paths.push_back(n.path);
+      same->per_step += n.per_step;
+    }
+  }
+  for (const Fs& f : filesystems) {
+    ASSIGN_OR_RETURN(uint64_t free, freeBytes(f.paths[0]));
+    const uint64_t total = steps > 0 && f.per_step > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(steps)
+                               ? std::numeric_limits<uint64_t>::max()
+                               : f.per_step * static_cast<uint64_t>(std::max<int64_t>(steps, 0));
+    if (total <= free) continue;
+    std::string where;
+    for (const auto& p : f.paths) where += (where.empty() ? "" : " and ") + p;
+    const std::string need = std::to_string(steps) + (steps == 1 ? " dumped step needs " : " dumped steps need ");
+    return failedPrecondition("dump.dump_path: not enough free space: " + where + " has " + bytesText(free) +
+                              " free, but " + need + bytesText(total) + ", " + bytesText(f.per_step) +
+                              " per step; set \"force\": true in the dump config (npuscope train: --dump-force) " +
+                              "to dump anyway");
+  }
+  return Status::ok();
+}
 
 }  // namespace
+
+StatusOr<uint64_t> freeBytes(const std::string& path) {
+  if (const char* fake = std::getenv("NPUSCOPE_FAKE_FREE_BYTES")) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(fake, &end, 10);
+    if (end == fake || *end) return invalidArgument(std::string("NPUSCOPE_FAKE_FREE_BYTES: not a byte count: ") + fake);
+    return static_cast<uint64_t>(v);
+  }
+  std::error_code ec;
+  const auto space = std::filesystem::space(path, ec);
+  if (ec) return ioError(path + ": cannot query the free space: " + ec.message());
+  return static_cast<uint64_t>(space.available);
+}
 
 struct Dumper::Impl {
   mutable std::mutex mu;
@@ -188,23 +273,26 @@ struct Dumper::Impl {
   bool configured = false;
   TraceWriter* writer = nullptr;
   std::function<int64_t()> step_getter;
+  std::atomic<OpIdSource> op_id_source{nullptr};
   std::atomic<int64_t> step{0};
   std::atomic<bool> started{false};
+  std::atomic<bool> sizing{false};
   std::atomic<bool> halted{false};  // a write error stopped dumping
   Status error;
   DumperCounters counters;
   std::vector<OverflowHit> hits;
   std::atomic<int64_t> overflow_found{0};
   std::string run_dir;
-  std::set<int> device_dirs;
   std::atomic<uint64_t> task_id{0};
+  std::unique_ptr<DumpWriter> files;  // between start() and stop()
   bool restore_tracking = false;
-  bool tracking_before = false;
-  // Call numbering: per step, per type and direction.
-  int64_t numbering_step = std::numeric_limits<int64_t>::min();
-  std::unordered_map<std::string, int64_t> calls_fwd, calls_bwd;
-  uint64_t step_bytes = 0;
-  bool size_reported = false;
+  // Call numbering: per step, per phase and type.
+  int64_t numbering_step = kNoStep;
+  std::unordered_map<std::string, int64_t> calls[kPhases];
+  uint64_t step_bytes = 0;      // payload of the step being dumped
+  bool first_step_seen = false;  // the first dumped step's size was looked at
+  std::optional<DumpSizeEstimate> estimate;  // what checkFreeSpace() was told before start()
+  DumpSizeEstimate sized;        // the sizing pass's count
 
   int64_t currentStep() const { return step_getter ? step_getter() : step.load(std::memory_order_relaxed); }
 
@@ -216,61 +304,67 @@ struct Dumper::Impl {
                  config.stop_on_error ? "" : " (training goes on)");
   }
 
-  // Called under mu at the first op of a new step: reports the size of the previous one and
-  // refuses to go on when the remaining requested steps cannot fit on the disk.
-  void checkSpace(int64_t finished_step) {
-    if (size_reported || config.dump_path.empty() || step_bytes == 0) return;
-    size_reported = true;
-    int64_t remaining = 0;
-    for (const auto& [a, b] : config.steps.ranges()) {
-      if (b > finished_step) remaining += b - std::max(a, finished_step + 1) + 1;
-    }
-    std::error_code ec;
-    const auto space = std::filesystem::space(config.dump_path, ec);
-    std::fprintf(stderr, "npuscope: dump: %s per step (step %lld)%s\n", formatBytes(step_bytes).c_str(),
-                 static_cast<long long>(finished_step),
+  void resetNumbering(int64_t step_value) {
+    numbering_step = step_value;
+    for (auto& c : calls) c.clear();
+    step_bytes = 0;
+  }
+
+  // Called under mu at the first op of a new step. Without a size estimate (or when the step
+  // outgrew it), reports the size of the first dumped step and stops dumping when the
+  // remaining steps of a bounded dump_step cannot fit in dump_path.
+  void checkFirstStep(int64_t finished_step) {
+    if (first_step_seen || step_bytes == 0) return;
+    first_step_seen = true;
+    if (estimate && step_bytes <= estimate->payload_bytes) return;
+    std::fprintf(stderr, "npuscope: dump: %s of tensors per step (step %lld%s)%s\n", formatBytes(step_bytes).c_str(),
+                 static_cast<long long>(finished_step), estimate ? ", more than estimated" : "",
                  config.steps.all() ? ", every step requested" : "");
-    if (!ec && !config.force && remaining > 0 && step_bytes * static_cast<uint64_t>(remaining) > space.available) {
-      halted = true;
-      error = failedPrecondition("dump.dump_path: " + config.dump_path + " has " + formatBytes(space.available) +
-                                 " free but " + std::to_string(remaining) + " more steps need about " +
-                                 formatBytes(step_bytes * remaining) + " (set \"force\": true to dump anyway)");
-      std::fprintf(stderr, "npuscope: dump stopped: %s\n", error.message().c_str());
-    }
+    if (config.dump_path.empty() || config.steps.all() || config.force) return;
+    const int64_t remaining = config.steps.countIn(finished_step + 1, std::numeric_limits<int64_t>::max());
+    Status s = spaceShortfall({{config.dump_path, step_bytes}}, remaining);
+    if (s.isOk()) return;
+    halted = true;
+    error = s;
+    std::fprintf(stderr, "npuscope: dump stopped: %s\n", error.message().c_str());
   }
 
   void before(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
     Pending& p = t_pending;
     p.active = false;
     if (halted.load(std::memory_order_relaxed)) return;
+    const bool sizing_pass = sizing.load(std::memory_order_relaxed);
     const bool overflow_mode = config.data == DumpDataKind::kOverflow;
     if (overflow_mode && overflow_found.load() >= config.overflow_limit) return;
-    const int64_t s = currentStep();
-    if (!config.steps.contains(s)) return;
+    const int64_t s = sizing_pass ? kSizingStep : currentStep();
+    if (!sizing_pass && !config.steps.contains(s)) return;
+    const Phase phase = torch::autograd::get_current_graph_task_nodes_in_graph() != nullptr ? kBackward
+                        : t_update                                                         ? kUpdate
+                                                                                           : kForward;
+    if (phase == kUpdate && !config.dump_update) return;
     const std::string& type = schema.name();
-    const bool backward = torch::autograd::get_current_graph_task_nodes_in_graph() != nullptr;
     const std::string short_type = type.rfind("aten::", 0) == 0 ? type.substr(6) : type;
     int64_t call = 0;
     {
       std::lock_guard<std::mutex> lock(mu);
       if (s != numbering_step) {
-        if (numbering_step != std::numeric_limits<int64_t>::min()) checkSpace(numbering_step);
-        numbering_step = s;
-        calls_fwd.clear();
-        calls_bwd.clear();
-        step_bytes = 0;
+        if (numbering_step != kNoStep) checkFirstStep(numbering_step);
+        resetNumbering(s);
       }
-      call = (backward ? calls_bwd : calls_fwd)[short_type]++;
-      ++counters.ops_seen;
+      call = calls[phase][short_type]++;
+      if (!sizing_pass) ++counters.ops_seen;
     }
     if (halted.load()) return;
-    std::string name = short_type + "." + std::to_string(call) + (backward ? ".backward" : ".forward");
+    std::string name = short_type + "." + std::to_string(call) + "." + kPhaseNames[phase];
     if (!config.keepsOp(type, name)) return;
     p.active = true;
+    p.sizing = sizing_pass;
     p.op_name = std::move(name);
     p.op_type = type;
     p.step = s;
     p.device = deviceOf(args);
+    const OpIdSource op_id = op_id_source.load(std::memory_order_relaxed);
+    p.op_id = op_id && !sizing_pass ? op_id() : -1;
     p.inputs.clear();
     p.input_refs.clear();
     p.input_snapshots.clear();
@@ -282,9 +376,9 @@ struct Dumper::Impl {
         const bool written = i < formal.size() && formal[i].alias_info() && formal[i].alias_info()->isWrite();
         forEachTensor(args.slice(i, 1), [&](const at::Tensor& t) {
           p.input_refs.push_back(t);
-          std::optional<Captured> snap;
+          std::optional<CapturedTensor> snap;
           if (written) {
-            Captured c;
+            CapturedTensor c;
             if (capture(t, true, &c)) snap = std::move(c);
           }
           p.input_snapshots.push_back(std::move(snap));
@@ -297,14 +391,18 @@ struct Dumper::Impl {
       return;
     }
     if (config.mode == DumpMode::kOutput) return;
-    const bool with_data = config.data == DumpDataKind::kTensor;
     for (size_t i = 0; i < args.size(); ++i) {
       if (ignoredInput(schema, i)) continue;
-      forEachTensor(args.slice(i, 1), [&](const at::Tensor& t) {
-        Captured c;
-        if (capture(t, with_data, &c)) p.inputs.push_back(std::move(c));
-      });
+      forEachTensor(args.slice(i, 1), [&](const at::Tensor& t) { take(p, t, &p.inputs); });
     }
+  }
+
+  // Captures `t` into `list` (only its description in a sizing pass).
+  void take(const Pending& p, const at::Tensor& t, std::vector<CapturedTensor>* list) const {
+    CapturedTensor c;
+    const bool tensor_mode = config.data == DumpDataKind::kTensor;
+    const bool kept = p.sizing ? describe(t, &c) : capture(t, tensor_mode, &c, /*stats_later=*/tensor_mode);
+    if (kept) list->push_back(std::move(c));
   }
 
   void after(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> results) {
@@ -312,7 +410,7 @@ struct Dumper::Impl {
     if (!p.active) return;
     p.active = false;
     if (halted.load(std::memory_order_relaxed)) return;
-    std::vector<Captured> outputs;
+    std::vector<CapturedTensor> outputs;
     if (config.data == DumpDataKind::kOverflow) {
       std::string detail;
       if (npu::overflow_mode() == npu::OverflowMode::kSaturation) {
@@ -321,7 +419,7 @@ struct Dumper::Impl {
       }
       int out_idx = 0;
       forEachTensor(results, [&](const at::Tensor& t) {
-        Captured c;
+        CapturedTensor c;
         if (capture(t, true, &c)) {
           if (compare::isFloating(c.dtype) && (c.stats.nan_count || c.stats.inf_count)) {
             if (!detail.empty()) detail += "; ";
@@ -338,7 +436,7 @@ struct Dumper::Impl {
         if (p.input_snapshots[i]) {
           p.inputs.push_back(std::move(*p.input_snapshots[i]));
         } else {
-          Captured c;
+          CapturedTensor c;
           if (capture(p.input_refs[i], true, &c)) p.inputs.push_back(std::move(c));
         }
       }
@@ -350,88 +448,75 @@ struct Dumper::Impl {
       }
       if (writer) writer->addOverflow({p.step, nowNs(), "dump_check", p.op_name, detail});
     } else if (config.mode != DumpMode::kInput) {
-      const bool with_data = config.data == DumpDataKind::kTensor;
-      forEachTensor(results, [&](const at::Tensor& t) {
-        Captured c;
-        if (capture(t, with_data, &c)) outputs.push_back(std::move(c));
-      });
+      forEachTensor(results, [&](const at::Tensor& t) { take(p, t, &outputs); });
     }
-    emit(p, outputs);
+    if (p.inputs.empty() && outputs.empty()) return;
+    if (p.sizing) {
+      count(p, outputs);
+    } else {
+      emit(p, outputs);
+    }
   }
 
-  void emit(Pending& p, std::vector<Captured>& outputs) {
-    if (p.inputs.empty() && outputs.empty()) return;
+  // A sizing pass: what this op would put in its file and its rows.
+  void count(const Pending& p, const std::vector<CapturedTensor>& outputs) {
     const bool with_data = config.data != DumpDataKind::kStats;
+    DumpSizeEstimate e;
+    e.ops = 1;
+    for (const auto* list : {&p.inputs, &outputs}) {
+      for (const auto& c : *list) {
+        ++e.tensors;
+        e.payload_bytes += c.bytes;
+        e.trace_bytes += kRowOverhead + p.op_name.size() + p.op_type.size() + (with_data ? c.bytes : 0);
+      }
+    }
+    if (!config.dump_path.empty()) {
+      e.file_bytes =
+          dumpFileSize(p.op_name, unixMicros(), fileTensors(p.inputs, with_data), fileTensors(outputs, with_data));
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    sized.ops += e.ops;
+    sized.tensors += e.tensors;
+    sized.payload_bytes += e.payload_bytes;
+    sized.file_bytes += e.file_bytes;
+    sized.trace_bytes += e.trace_bytes;
+  }
+
+  // Hands the op to the DumpWriter thread (its file, then its rows).
+  void emit(Pending& p, std::vector<CapturedTensor>& outputs) {
+    DumpedOp op;
+    op.with_data = config.data != DumpDataKind::kStats;
+    if (!run_dir.empty()) {
+      op.dir = run_dir + "/" + std::to_string(p.device);
+      op.dump_time_us = unixMicros();
+      op.file = dumpFileName(p.op_type, p.op_name, task_id.fetch_add(1), 0, op.dump_time_us);
+    }
+    op.op_name = p.op_name;
+    op.op_type = p.op_type;
+    op.step = p.step;
+    op.op_id = p.op_id;
     uint64_t bytes = 0;
     for (const auto* list : {&p.inputs, &outputs})
       for (const auto& c : *list) bytes += c.bytes;
-    bool file_written = false;
-    if (!config.dump_path.empty()) {
-      const std::string dir = run_dir + "/" + std::to_string(p.device);
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (device_dirs.insert(p.device).second) {
-          std::error_code ec;
-          std::filesystem::create_directories(dir, ec);
-        }
-      }
-      auto files = [&](const std::vector<Captured>& list) {
-        std::vector<DumpFileTensor> out;
-        for (const auto& c : list) {
-          DumpFileTensor f;
-          f.dtype = c.dtype;
-          f.shape = c.shape;
-          f.format = c.format;
-          f.data = c.data.data();
-          f.size = with_data ? c.data.size() : 0;
-          out.push_back(std::move(f));
-        }
-        return out;
-      };
-      const uint64_t ts = unixMicros();
-      const std::string path = dir + "/" + dumpFileName(p.op_type, p.op_name, task_id.fetch_add(1), 0, ts);
-      const Status s = writeDumpFile(path, p.op_name, ts, files(p.inputs), files(outputs));
-      if (!s.isOk()) {
-        halt(s);
-        return;
-      }
-      file_written = true;
+    op.inputs = std::move(p.inputs);
+    op.outputs = std::move(outputs);
+    p.inputs.clear();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      step_bytes += bytes;
     }
-    if (writer) {
-      std::vector<TensorDumpRecord> rows;
-      auto add = [&](std::vector<Captured>& list, const char* io) {
-        for (size_t i = 0; i < list.size(); ++i) {
-          Captured& c = list[i];
-          TensorDumpRecord r;
-          r.step = p.step;
-          r.op_name = p.op_name;
-          r.op_type = p.op_type;
-          r.io = io;
-          r.idx = static_cast<int64_t>(i);
-          r.dtype = compare::dtypeName(c.dtype);
-          r.shape = compare::formatShape(c.shape);
-          r.format = c.format;
-          r.has_stats = true;
-          r.min = c.stats.min;
-          r.max = c.stats.max;
-          r.mean = c.stats.mean;
-          r.l2norm = c.stats.l2norm;
-          r.nan_count = c.stats.nan_count;
-          r.inf_count = c.stats.inf_count;
-          if (with_data) r.data = std::move(c.data);
-          rows.push_back(std::move(r));
-        }
-      };
-      add(p.inputs, "input");
-      add(outputs, "output");
-      writer->addTensorDumps(std::move(rows));
-    }
+    files->push(std::move(op));
+  }
+
+  // The DumpWriter thread wrote `op`.
+  void written(const DumpedOp& op) {
     std::lock_guard<std::mutex> lock(mu);
     ++counters.ops_dumped;
-    counters.tensors += p.inputs.size() + outputs.size();
-    counters.payload_bytes += bytes;
-    counters.files += file_written;
-    step_bytes += bytes;
+    counters.files += !op.dir.empty();
+    for (const auto* list : {&op.inputs, &op.outputs}) {
+      counters.tensors += list->size();
+      for (const auto& c : *list) counters.payload_bytes += c.bytes;
+    }
   }
 };
 
@@ -445,9 +530,18 @@ Dumper& Dumper::instance() {
 
 namespace {
 Dumper::Impl* g_impl = nullptr;
+// Observer calls in progress, and whether new ones may start: stop() and endSizing() wait for
+// the calls that saw the observer before it was removed.
+std::atomic<int> g_in_flight{0};
+std::atomic<bool> g_accepting{false};
 
 void observeOp(npu::OpPhase phase, const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> values) {
   if (t_in_dumper || !g_impl) return;
+  g_in_flight.fetch_add(1);
+  if (!g_accepting.load()) {
+    g_in_flight.fetch_sub(1);
+    return;
+  }
   t_in_dumper = true;
   npu::InternalScope internal;
   try {
@@ -461,11 +555,27 @@ void observeOp(npu::OpPhase phase, const c10::FunctionSchema& schema, c10::Array
     g_impl->halt(internalError(std::string("capturing ") + schema.name() + ": " + e.what()));
   }
   t_in_dumper = false;
+  g_in_flight.fetch_sub(1);
+}
+
+void installObserver(Dumper::Impl* impl) {
+  g_impl = impl;
+  g_accepting.store(true);
+  npu::set_op_observer(&observeOp);
+}
+
+void removeObserver() {
+  g_accepting.store(false);
+  npu::set_op_observer(nullptr);
+  while (g_in_flight.load() != 0) std::this_thread::yield();
 }
 }  // namespace
 
+Dumper::UpdatePhase::UpdatePhase() : outer_(t_update) { t_update = true; }
+Dumper::UpdatePhase::~UpdatePhase() { t_update = outer_; }
+
 Status Dumper::configure(const DumpConfig& config) {
-  if (started()) return failedPrecondition("dumper: configure() while dumping; stop() first");
+  if (started() || impl_->sizing) return failedPrecondition("dumper: configure() while dumping; stop() first");
   RETURN_IF_ERROR(config.validate());
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->config = config;
@@ -492,23 +602,84 @@ void Dumper::attach(TraceWriter* writer, std::function<int64_t()> step_getter) {
 
 void Dumper::setStep(int64_t step) { impl_->step.store(step); }
 
+void Dumper::setOpIdSource(OpIdSource source) { impl_->op_id_source.store(source); }
+
+Status Dumper::beginSizing() {
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (!m.configured) return failedPrecondition("dumper: beginSizing() before configure()");
+    if (m.started || m.sizing) return failedPrecondition("dumper: beginSizing() while dumping or sizing");
+    if (m.config.data == DumpDataKind::kOverflow) {
+      return failedPrecondition("dumper: overflow mode dumps at most overflow_limit ops; nothing to size");
+    }
+    m.sized = DumpSizeEstimate();
+    m.halted = false;
+    m.error = Status::ok();
+    m.resetNumbering(kSizingStep);
+    m.sizing = true;
+  }
+  installObserver(&m);
+  return Status::ok();
+}
+
+DumpSizeEstimate Dumper::endSizing() {
+  Impl& m = *impl_;
+  if (!m.sizing) return DumpSizeEstimate();
+  removeObserver();
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.sizing = false;
+  m.resetNumbering(kNoStep);
+  return m.sized;
+}
+
+Status Dumper::checkFreeSpace(const DumpSizeEstimate& per_step, int64_t steps, const std::string& trace_path) {
+  Impl& m = *impl_;
+  DumpConfig c;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.estimate = per_step;
+    c = m.config;
+  }
+  std::vector<SpaceNeed> needs;
+  if (!c.dump_path.empty()) needs.push_back({c.dump_path, per_step.file_bytes});
+  if (!trace_path.empty()) {
+    const std::string dir = std::filesystem::path(trace_path).parent_path().string();
+    needs.push_back({dir.empty() ? "." : dir, per_step.trace_bytes});
+  }
+  uint64_t bytes = 0;
+  for (const auto& n : needs) bytes += n.per_step;
+  std::string where;
+  for (const auto& n : needs) {
+    if (n.per_step == 0) continue;
+    auto free = freeBytes(n.path);
+    where += std::string(where.empty() ? "" : "; ") + formatBytes(n.per_step) + " per step in " + n.path +
+             (free.isOk() ? " (" + formatBytes(*free) + " free)" : "");
+  }
+  std::fprintf(stderr,
+               "npuscope: dump: about %s per step (%llu ops, %llu tensors), %lld dumped step%s: %s in total; %s\n",
+               formatBytes(bytes).c_str(), static_cast<unsigned long long>(per_step.ops),
+               static_cast<unsigned long long>(per_step.tensors), static_cast<long long>(steps), steps == 1 ? "" : "s",
+               formatBytes(bytes * static_cast<uint64_t>(std::max<int64_t>(steps, 0))).c_str(), where.c_str());
+  Status s = spaceShortfall(needs, steps);
+  if (s.isOk() || !c.force) return s;
+  std::fprintf(stderr, "npuscope: dump: warning: dumping anyway (force): %s\n", s.message().c_str());
+  return Status::ok();
+}
+
 Status Dumper::start() {
   Impl& m = *impl_;
   {
     std::lock_guard<std::mutex> lock(m.mu);
     if (!m.configured) return failedPrecondition("dumper: start() before configure()");
-    if (m.started) return failedPrecondition("dumper: already started");
+    if (m.started || m.sizing) return failedPrecondition("dumper: already started");
     m.halted = false;
     m.error = Status::ok();
     m.counters = DumperCounters();
     m.hits.clear();
     m.overflow_found = 0;
-    m.device_dirs.clear();
-    m.numbering_step = std::numeric_limits<int64_t>::min();
-    m.calls_fwd.clear();
-    m.calls_bwd.clear();
-    m.step_bytes = 0;
-    m.size_reported = false;
+    m.resetNumbering(kNoStep);
+    m.first_step_seen = false;
     m.run_dir.clear();
     if (!m.config.dump_path.empty()) {
       m.run_dir = m.config.dump_path + "/" + timestampDirName();
@@ -522,20 +693,26 @@ Status Dumper::start() {
       m.restore_tracking = true;  // only the register sees saturated fp16 overflows
       npu::set_float_status_tracking(true);
     }
+    DumpWriter::Options o;
+    o.rows = m.writer;
+    o.on_error = [&m](const Status& s) { m.halt(s); };
+    o.on_written = [&m](const DumpedOp& op) { m.written(op); };
+    m.files = std::make_unique<DumpWriter>(std::move(o));
     m.started = true;
   }
-  g_impl = impl_.get();
-  npu::set_op_observer(&observeOp);
+  installObserver(&m);
   return Status::ok();
 }
 
 Status Dumper::stop() {
   Impl& m = *impl_;
   if (!m.started) return Status::ok();
-  npu::set_op_observer(nullptr);
+  removeObserver();
+  m.files.reset();  // every captured op written and handed to the TraceWriter (or dropped)
   std::lock_guard<std::mutex> lock(m.mu);
   if (m.restore_tracking) npu::set_float_status_tracking(false);
   m.started = false;
+  m.estimate.reset();
   return m.error;
 }
 
@@ -544,6 +721,11 @@ bool Dumper::started() const { return impl_->started.load(); }
 Status Dumper::status() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->error;
+}
+
+Status Dumper::flush() {
+  if (impl_->files) impl_->files->drain();
+  return status();
 }
 
 DumperCounters Dumper::counters() const {

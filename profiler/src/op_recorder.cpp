@@ -393,4 +393,10 @@ void flushAll() {
 
 uint64_t recordedOps() { return g_recorded.load(); }
 
+int64_t currentOpId() {
+  if (!g_keep.load(std::memory_order_relaxed)) return -1;
+  const ThreadState& ts = threadState();
+  return ts.stack.empty() ? -1 : ts.stack.back().id;
+}
+
 }  // namespace npuscope::profiler::recorder

@@ -23,5 +23,8 @@ void stop();
 // are committed within the writer's commit interval even when buffers are not full).
 void flushAll();
 uint64_t recordedOps();
+// The id of the innermost op being recorded on the calling thread: the op_events id it will be
+// written with, or -1 when none is (outside a recorded step, or no op running). Lock-free.
+int64_t currentOpId();
 
 }  // namespace npuscope::profiler::recorder

@@ -8,6 +8,7 @@
 
 #include "npuscope/core/clock.h"
 #include "npuscope/core/trace_writer.h"
+#include "npuscope/dumper/dumper.h"
 #include "op_recorder.h"
 
 namespace npuscope::profiler {
@@ -101,9 +102,22 @@ StatusOr<std::unique_ptr<RecordingSession>> RecordingSession::start(const Sessio
   recorder::start(s->impl_->writer.get(), options.record_shapes, options.record_memory);
   s->impl_->step_start_ns = nowNs();
   recorder::setStep(0);
-  const auto a = options.schedule.actionFor(0);
-  recorder::setMode(a != Schedule::Action::kNone, a == Schedule::Action::kRecord);
+  s->applySchedule();
+  dumper::Dumper::instance().setOpIdSource(&recorder::currentOpId);
   return s;
+}
+
+void RecordingSession::applySchedule() {
+  const auto a = impl_->options.schedule.actionFor(impl_->step);
+  recorder::setMode(a != Schedule::Action::kNone, a == Schedule::Action::kRecord);
+}
+
+RecordingSession::Paused::Paused(RecordingSession* session) : session_(session) {
+  if (session_ && !session_->impl_->stopped) recorder::setMode(false, false);
+}
+
+RecordingSession::Paused::~Paused() {
+  if (session_ && !session_->impl_->stopped) session_->applySchedule();
 }
 
 RecordingSession::~RecordingSession() {
@@ -132,8 +146,7 @@ void RecordingSession::step(const StepMetrics& m) {
   ++s.step;
   s.step_start_ns = nowNs();
   recorder::setStep(s.step);
-  const auto a = s.options.schedule.actionFor(s.step);
-  recorder::setMode(a != Schedule::Action::kNone, a == Schedule::Action::kRecord);
+  applySchedule();
 }
 
 void RecordingSession::overflow(const std::string& source, const std::string& op_name, const std::string& detail) {
@@ -151,6 +164,7 @@ Status RecordingSession::stop(const std::string& status, const std::string& resu
   Impl& s = *impl_;
   if (s.stopped) return Status::ok();
   s.stopped = true;
+  dumper::Dumper::instance().setOpIdSource(nullptr);
   recorder::stop();
   Status st = s.writer->endRun(status, results_json);
   s.writer.reset();  // joins the writer thread after its final commit

@@ -204,6 +204,78 @@ StatusOr<nlohmann::json> readMeta(const std::string& checkpoint) {
   return j;
 }
 
+// The part of a training step the dumper's sizing pass repeats: the batch to the device, the
+// gradients zeroed, the forward under amp and the loss.
+at::Tensor forwardLoss(Model& model, optim::NpuFusedOptimizer& opt, const at::Tensor& images, const at::Tensor& labels,
+                       c10::Device device) {
+  at::Tensor x = images.to(device);
+  at::Tensor y = labels.to(device);
+  opt.zeroGrad();
+  at::Tensor out = amp::forward([&](const at::Tensor& in) { return model.forward(in); }, x);
+  return torch::nn::functional::cross_entropy(out, y);
+}
+
+// The dumper's sizing pass: a step's forward and backward as the loop runs them, on a batch of
+// the first step's shape, with the dumper counting (Dumper::beginSizing). Then undone, so the
+// run is exactly the run without it: gradients, buffers (BatchNorm statistics), the CPU
+// generator (dropout) and the float-status register are restored, and the session records
+// nothing meanwhile. The optimizer and the loss scaler are not called (amp::scaled_loss_value).
+StatusOr<dumper::DumpSizeEstimate> sizeDumpedStep(Model& model, optim::NpuFusedOptimizer& opt, const Dataset& data,
+                                                  int64_t batch, c10::Device device,
+                                                  profiler::RecordingSession* session) {
+  profiler::RecordingSession::Paused paused(session);
+  dumper::Dumper& dump = dumper::Dumper::instance();
+  torch::NoGradGuard no_grad;
+  at::Generator cpu = at::detail::getDefaultCPUGenerator();
+  at::Tensor rng;
+  {
+    std::lock_guard<std::mutex> lock(cpu.mutex());
+    rng = cpu.get_state();
+  }
+  std::vector<at::Tensor> buffers, buffer_values, grads, grad_values;
+  for (const at::Tensor& b : model.buffers()) {
+    buffers.push_back(b);
+    buffer_values.push_back(b.clone());
+  }
+  for (const at::Tensor& p : model.parameters()) {
+    grads.push_back(p.grad());
+    grad_values.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+  }
+  const int status_device = device.type() == npu::kDeviceType ? device.index() : -1;
+  const bool status = status_device >= 0 && npu::get_float_status(status_device);
+  auto restore = [&] {
+    const auto params = model.parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      params[i].mutable_grad() = grads[i];
+      if (grads[i].defined()) grads[i].copy_(grad_values[i]);
+    }
+    for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(buffer_values[i]);
+    {
+      std::lock_guard<std::mutex> lock(cpu.mutex());
+      cpu.set_state(rng);
+    }
+    if (status_device >= 0) {
+      npu::clear_float_status(status_device);
+      if (status) npu::raise_float_status(status_device);
+    }
+  };
+
+  const int64_t n = std::min(batch, data.size());
+  RETURN_IF_ERROR(dump.beginSizing());
+  try {
+    torch::AutoGradMode grad_mode(true);
+    at::Tensor loss = forwardLoss(model, opt, data.images.narrow(0, 0, n), data.labels.narrow(0, 0, n), device);
+    amp::scaled_loss_value(loss).backward();
+  } catch (...) {
+    dump.endSizing();
+    restore();
+    throw;
+  }
+  const dumper::DumpSizeEstimate size = dump.endSizing();
+  restore();
+  return size;
+}
+
 }  // namespace
 
 StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
@@ -251,6 +323,17 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
   TrainResult r;
   r.first_step = first_step;
   r.opt_level = o.amp.opt_level;
+  // A run that cannot go on: amp and the session wound up, the run ended "failed" with the reason.
+  auto abandon = [&](const Status& why) {
+    amp::setOverflowObserver(nullptr);
+    amp::setLogSink(nullptr);
+    amp::reset();
+    if (session) (void)session->stop("failed", nlohmann::json{{"error", why.message()}}.dump());
+    return why;
+  };
+  const int64_t per_epoch = (train_set.size() + o.batch_size - 1) / o.batch_size;
+  int64_t total = per_epoch * o.epochs;
+  if (o.max_steps > 0) total = std::min(total, first_step + o.max_steps);
   try {
     model->to(device);
     amp::Initialized amped = amp::initialize(model, optimizerFactory(o), amp_options);
@@ -266,14 +349,19 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
     dumper::Dumper& dump = dumper::Dumper::instance();
     if (o.dump) {
       profiler::RecordingSession* s = session.get();
+      // Refused before any step changes the model when the disk cannot hold the dump.
+      if (dump.config().data != dumper::DumpDataKind::kOverflow) {
+        auto size = sizeDumpedStep(*model, *opt, train_set, o.batch_size, device, s);
+        if (!size.isOk()) return abandon(size.status());
+        const Status space = dump.checkFreeSpace(*size, dump.config().steps.countIn(0, total - first_step), o.db);
+        if (!space.isOk()) return abandon(space);
+      }
       dump.attach(s->writer(), [s] { return s->currentStep(); });
-      RETURN_IF_ERROR(dump.start());
+      const Status started = dump.start();
+      if (!started.isOk()) return abandon(started);
     }
 
     auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
-    const int64_t per_epoch = (train_set.size() + o.batch_size - 1) / o.batch_size;
-    int64_t total = per_epoch * o.epochs;
-    if (o.max_steps > 0) total = std::min(total, first_step + o.max_steps);
     int64_t global = 0;  // steps since the start of training, resumed ones included
     const auto t0 = std::chrono::steady_clock::now();
     for (int epoch = 0; epoch < o.epochs && global < total; ++epoch) {
@@ -282,19 +370,19 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
         if (global < first_step) continue;  // resumed: same data order, these were done
         const int64_t n = std::min(o.batch_size, train_set.size() - b * o.batch_size);
         at::Tensor idx = order.narrow(0, b * o.batch_size, n);
-        at::Tensor x = train_set.images.index_select(0, idx).to(device);
-        at::Tensor y = train_set.labels.index_select(0, idx).to(device);
-        opt->zeroGrad();
-        at::Tensor out = amp::forward([&](const at::Tensor& in) { return model->forward(in); }, x);
-        at::Tensor loss = torch::nn::functional::cross_entropy(out, y);
+        at::Tensor loss = forwardLoss(*model, *opt, train_set.images.index_select(0, idx),
+                                      train_set.labels.index_select(0, idx), device);
+        amp::ScaledLoss scaled = amp::scale_loss(loss, *opt);
+        scaled.backward();
+        amp::StepInfo info;
         {
-          amp::ScaledLoss scaled = amp::scale_loss(loss, *opt);
-          scaled.backward();
+          dumper::Dumper::UpdatePhase update;  // neither forward nor backward (msprobe leaves it out)
+          scaled.finish();
+          info = amp::step(*opt);
+          r.final_loss = loss.item<double>();
         }
-        const amp::StepInfo info = amp::step(*opt);
         ++r.steps;
         r.skipped_steps += info.skipped;
-        r.final_loss = loss.item<double>();
         r.final_loss_scale = info.next_loss_scale;
         if (session) {
           profiler::StepMetrics m;
@@ -304,6 +392,11 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
           m.skipped = info.skipped;
           m.lr = opt->lr(0);
           session->step(m);
+        }
+        if (o.dump && dump.config().stop_on_error && !dump.flush().isOk()) {
+          const Status why = dump.status();
+          (void)dump.stop();
+          return abandon(Status(why.code(), why.message() + " (on_error: stop: training stopped)"));
         }
         if (progress) {
           const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -338,10 +431,7 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
     amp::setLogSink(nullptr);
     amp::reset();
   } catch (const c10::Error& e) {
-    amp::setOverflowObserver(nullptr);
-    amp::reset();
-    if (session) (void)session->stop("failed");
-    return invalidArgument(errorLine(e));
+    return abandon(invalidArgument(errorLine(e)));
   }
   if (session) {
     r.run_id = session->runId();

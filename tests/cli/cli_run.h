@@ -29,8 +29,10 @@ inline std::string scratchPath(const std::string& name) {
   return p;
 }
 
-inline CliRun run(const std::string& args, bool merge_stderr = true) {
-  const std::string cmd = std::string(NPUSCOPE_CLI) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
+// `env`: "NAME=value ..." for the executable's environment.
+inline CliRun run(const std::string& args, bool merge_stderr = true, const std::string& env = "") {
+  const std::string cmd = (env.empty() ? "" : env + " ") + std::string(NPUSCOPE_CLI) + " " + args +
+                          (merge_stderr ? " 2>&1" : " 2>/dev/null");
   FILE* p = popen(cmd.c_str(), "r");
   CliRun r{-1, ""};
   if (!p) return r;
@@ -42,16 +44,31 @@ inline CliRun run(const std::string& args, bool merge_stderr = true) {
   return r;
 }
 
-// The first column of the first row of `sql` over the trace file `db` (-1: no row).
-inline int64_t sqlInt(const std::string& db, const std::string& sql) {
+// Calls `take` with the first row of `sql` over the trace file `db`; false when there is none.
+template <typename Take>
+bool sqlFirstRow(const std::string& db, const std::string& sql, Take&& take) {
   sqlite3* d = nullptr;
   sqlite3_open_v2(db.c_str(), &d, SQLITE_OPEN_READONLY, nullptr);
   sqlite3_stmt* st = nullptr;
-  int64_t v = -1;
-  if (sqlite3_prepare_v2(d, sql.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
-    v = sqlite3_column_int64(st, 0);
-  }
+  const bool row = sqlite3_prepare_v2(d, sql.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW;
+  if (row) take(st);
   sqlite3_finalize(st);
   sqlite3_close(d);
+  return row;
+}
+
+// The first column of the first row of `sql` over the trace file `db` (-1: no row).
+inline int64_t sqlInt(const std::string& db, const std::string& sql) {
+  int64_t v = -1;
+  sqlFirstRow(db, sql, [&](sqlite3_stmt* st) { v = sqlite3_column_int64(st, 0); });
+  return v;
+}
+
+// The same as text ("": no row or NULL).
+inline std::string sqlText(const std::string& db, const std::string& sql) {
+  std::string v;
+  sqlFirstRow(db, sql, [&](sqlite3_stmt* st) {
+    if (const unsigned char* t = sqlite3_column_text(st, 0)) v = reinterpret_cast<const char*>(t);
+  });
   return v;
 }

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -14,10 +15,11 @@
 
 namespace {
 
-std::string aclJson(const std::string& dump_path, const std::string& data) {
-  const std::string p = scratchPath("acl_" + data + ".json");
+// An acl.json dumping every op of step 1; `extra`: more fields (", \"dump_update\": true").
+std::string aclJson(const std::string& dump_path, const std::string& data, const std::string& extra = "") {
+  const std::string p = scratchPath("acl_" + data + std::to_string(extra.size()) + ".json");
   std::ofstream(p) << R"({"dump": {"dump_path": ")" << dump_path << R"(", "dump_mode": "all", "dump_list": [],)"
-                   << R"( "dump_step": "1", "dump_data": ")" << data << R"("}})";
+                   << R"( "dump_step": "1", "dump_data": ")" << data << R"(")" << extra << "}}";
   return p;
 }
 
@@ -30,9 +32,19 @@ TEST(CliDump, DumpListShowExportAndCompare) {
   CliRun ra = run(std::string(kTrain) + " --opt-level O0 --dump-config " + acl + " --db " + a);
   ASSERT_EQ(ra.exit_code, 0) << ra.out;
   EXPECT_NE(ra.out.find("dumped           "), std::string::npos) << ra.out;
+  EXPECT_NE(ra.out.find("npuscope: dump: about "), std::string::npos) << "the size per step, at start\n" << ra.out;
   const int64_t rows = sqlInt(a, "SELECT count(*) FROM tensor_dumps WHERE run_id=1");
   EXPECT_GT(rows, 20);
   EXPECT_EQ(sqlInt(a, "SELECT count(*) FROM tensor_dumps WHERE step <> 1"), 0) << "dump_step \"1\" keeps step 1 only";
+  // Each dumped tensor names the recorded op that produced it.
+  EXPECT_EQ(sqlInt(a, "SELECT count(*) FROM tensor_dumps WHERE op_id IS NULL"), 0);
+  EXPECT_EQ(sqlInt(a, "SELECT count(*) FROM tensor_dumps d LEFT JOIN ops o ON o.id = d.op_id "
+                      "WHERE o.name IS NOT d.op_type OR o.step IS NOT d.step"),
+            0);
+  EXPECT_EQ(sqlInt(a, "SELECT count(*) FROM tensor_dumps WHERE op_name LIKE '%.update' OR "
+                      "op_name LIKE '_local_scalar_dense.%'"),
+            0)
+      << "the update after backward is left out by default, not labelled forward";
 
   CliRun list = run("dump list " + a);
   ASSERT_EQ(list.exit_code, 0) << list.out;
@@ -62,6 +74,22 @@ TEST(CliDump, DumpListShowExportAndCompare) {
   std::string header;
   std::getline(in, header);
   EXPECT_NE(header.find("Cosine"), std::string::npos) << header;
+
+  // dump_update: the same O2 run with its update dumped too, under names of their own; the
+  // forward and backward names are the ones of the run without it, and compare still aligns.
+  const std::string u = scratchPath("u.db");
+  const std::string with_update = aclJson(dir, "tensor", R"(, "dump_update": true)");
+  ASSERT_EQ(run(std::string(kTrain) + " --opt-level O2 --dump-config " + with_update + " --db " + u).exit_code, 0);
+  // The fused optimizers' kernels work on the flat buffers below the op level; what the update
+  // runs as ops (reading the loss for the log) is named apart.
+  EXPECT_GT(sqlInt(u, "SELECT count(*) FROM tensor_dumps WHERE op_name = '_local_scalar_dense.0.update'"), 0);
+  const std::string names = "SELECT group_concat(op_name || '.' || io || '.' || idx, ' ') FROM "
+                            "(SELECT * FROM tensor_dumps WHERE op_name NOT LIKE '%.update' ORDER BY id)";
+  EXPECT_EQ(sqlText(u, names), sqlText(c, names));
+  CliRun diff_u = run("compare " + u + " " + a);
+  ASSERT_EQ(diff_u.exit_code, 0) << diff_u.out;
+  const auto first = [](const std::string& out) { return out.substr(out.find("first divergent op: ")).substr(0, 60); };
+  EXPECT_EQ(first(diff_u.out), first(diff.out));
 }
 
 TEST(CliDump, EnvironmentVariableTurnsDumpingOn) {
@@ -78,6 +106,89 @@ TEST(CliDump, EnvironmentVariableTurnsDumpingOn) {
   EXPECT_GT(sqlInt(db, "SELECT count(*) FROM tensor_dumps"), 20);
   EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM tensor_dumps WHERE data IS NOT NULL AND length(data) > 0"), 0)
       << "stats mode stores no payloads";
+}
+
+TEST(CliDump, RefusesToStartWhenTheDiskCannotHoldTheDump) {
+  const std::string dir = scratchPath("full_dumps");
+  const std::string acl = aclJson(dir, "tensor");
+  const std::string db = scratchPath("full.db");
+  const std::string tiny_disk = "NPUSCOPE_FAKE_FREE_BYTES=1000";
+  CliRun r = run(std::string(kTrain) + " --dump-config " + acl + " --db " + db, true, tiny_disk);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("npuscope: dump: about "), std::string::npos) << "the size per step, at start\n" << r.out;
+  for (const std::string& part : {std::string("npuscope: error: dump.dump_path: not enough free space: "), dir,
+                                  std::string("has 1000 bytes free"), std::string("1 dumped step needs"),
+                                  std::string("per step"), std::string("--dump-force")}) {
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
+  }
+  // Refused before the first step: nothing trained, nothing dumped, the trace file consistent
+  // with the run ended as failed and the reason kept.
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM steps"), 0);
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM tensor_dumps"), 0);
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM runs WHERE status = 'failed' AND ended_ns IS NOT NULL AND "
+                       "results_json LIKE '%not enough free space%'"),
+            1);
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check = 'ok'"), 1);
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << "no dump directory";
+
+  // Forced, the same run trains and dumps, with a warning.
+  CliRun forced = run(std::string(kTrain) + " --dump-config " + acl + " --db " + db + " --dump-force", true, tiny_disk);
+  ASSERT_EQ(forced.exit_code, 0) << forced.out;
+  EXPECT_NE(forced.out.find("dumping anyway (force)"), std::string::npos) << forced.out;
+  EXPECT_GT(sqlInt(db, "SELECT count(*) FROM tensor_dumps WHERE run_id = 2"), 20);
+}
+
+TEST(CliDump, SizingPassLeavesTrainingUnchanged) {
+  // BatchNorm statistics, a dynamic loss scale and fp16 overflows: everything the sizing pass
+  // touches must be as if it had not run.
+  const std::string t = "train --dataset synthetic --model resnet --steps 3 --batch-size 16 --optimizer adam --lr 1e-3 "
+                        "--seed 4 --opt-level O2";
+  const std::string plain = scratchPath("plain.db"), dumped = scratchPath("sized.db");
+  ASSERT_EQ(run(t + " --db " + plain).exit_code, 0);
+  CliRun r = run(t + " --db " + dumped + " --dump-config " + aclJson(scratchPath("sized_dumps"), "stats"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("npuscope: dump: about "), std::string::npos) << r.out;
+  const std::string steps = "SELECT group_concat(printf('%.17g %g %d', loss, loss_scale, skipped), ';') FROM "
+                            "(SELECT * FROM steps ORDER BY step)";
+  const std::string expected = sqlText(plain, steps);
+  EXPECT_FALSE(expected.empty());
+  EXPECT_EQ(sqlText(dumped, steps), expected);
+  const std::string results = "SELECT json_extract(results_json, '$.test_accuracy') || ' ' || "
+                              "json_extract(results_json, '$.final_loss') FROM runs";
+  EXPECT_EQ(sqlText(dumped, results), sqlText(plain, results));
+}
+
+TEST(CliDump, WriteErrorMidRunStopsDumpingOnceTrainingGoesOnOrStopsByOption) {
+  // A full disk as the process sees it: files beyond 4 MiB fail (EFBIG). The first dumped op
+  // (the batch of 1024 images copied to the npu, 2 x 3 MiB) is the first to fail; the trace
+  // file stays far smaller.
+  const std::string full = "trap '' XFSZ; ulimit -f 4096;";
+  const std::string train = std::string(kTrain) + " --batch-size 1024 --epochs 2";
+  const std::string dir = scratchPath("efbig_dumps");
+  const std::string db = scratchPath("efbig.db");
+  CliRun goes_on = run(train + " --dump-config " + aclJson(dir, "tensor") + " --db " + db, true, full);
+  ASSERT_EQ(goes_on.exit_code, 0) << goes_on.out;
+  size_t messages = 0;
+  for (size_t at = goes_on.out.find("dump stopped"); at != std::string::npos;
+       at = goes_on.out.find("dump stopped", at + 1)) {
+    ++messages;
+  }
+  EXPECT_EQ(messages, 1u) << goes_on.out;
+  EXPECT_NE(goes_on.out.find("File too large"), std::string::npos) << goes_on.out;
+  EXPECT_NE(goes_on.out.find("test accuracy"), std::string::npos) << "training went on\n" << goes_on.out;
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM steps WHERE run_id = 1"), 3);
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM runs WHERE id = 1 AND status = 'completed'"), 1);
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check = 'ok'"), 1);
+
+  // on_error: stop ends training after the step that failed, with the reason.
+  const std::string stop_acl = aclJson(dir, "tensor", R"(, "on_error": "stop")");
+  CliRun stops = run(train + " --dump-config " + stop_acl + " --db " + db, true, full);
+  EXPECT_EQ(stops.exit_code, 1) << stops.out;
+  EXPECT_NE(stops.out.find("npuscope: error: "), std::string::npos) << stops.out;
+  EXPECT_NE(stops.out.find("on_error: stop"), std::string::npos) << stops.out;
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM steps WHERE run_id = 2"), 2) << "steps 0 and 1 (the dumped step)";
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM runs WHERE id = 2 AND status = 'failed'"), 1);
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check = 'ok'"), 1);
 }
 
 TEST(CliDump, BadInputIsOneClearLine) {

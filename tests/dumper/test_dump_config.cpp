@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <limits>
 
 #include "npuscope/dumper/dump_config.h"
 
@@ -26,6 +27,20 @@ TEST(DumpConfigTest, ParsesAllFields) {
   EXPECT_EQ(c->steps.count(), 13);
   EXPECT_TRUE(c->keepsOp("aten::addmm", "addmm.0.forward"));
   EXPECT_FALSE(c->keepsOp("aten::relu", "relu.0.forward"));
+  EXPECT_FALSE(c->dump_update);
+  EXPECT_TRUE(DumpConfig::fromJson(R"({"dump": {"dump_update": true, "force": true}})")->dump_update);
+}
+
+TEST(DumpConfigTest, StepsOfARunThatDumpStepSelects) {
+  auto steps = StepSet::parse("0|5|10-20|15-25");
+  ASSERT_TRUE(steps.isOk());
+  EXPECT_EQ(steps->countIn(0, 3), 1);      // 0
+  EXPECT_EQ(steps->countIn(0, 12), 4);     // 0, 5, 10, 11
+  EXPECT_EQ(steps->countIn(1, 100), 17);   // 5, 10-25 (overlapping ranges counted once)
+  EXPECT_EQ(steps->countIn(30, 40), 0);
+  EXPECT_EQ(steps->countIn(5, 5), 0);
+  EXPECT_EQ(StepSet().countIn(2, 9), 7) << "empty dump_step: every step of the run";
+  EXPECT_EQ(steps->countIn(0, std::numeric_limits<int64_t>::max()), 18);
 }
 
 TEST(DumpConfigTest, ErrorsNameTheField) {
@@ -42,6 +57,7 @@ TEST(DumpConfigTest, ErrorsNameTheField) {
   EXPECT_NE(parseError(R"({"dump": {"dump_op_switch": "off"}})").message().find("dump.dump_op_switch"),
             std::string::npos);
   EXPECT_NE(parseError(R"({"dump": {"overflow_limit": 0}})").message().find("dump.overflow_limit"), std::string::npos);
+  EXPECT_NE(parseError(R"({"dump": {"dump_update": "yes"}})").message().find("dump.dump_update"), std::string::npos);
   EXPECT_NE(parseError(R"({"dumps": {}})").message().find("dump"), std::string::npos);
 }
 

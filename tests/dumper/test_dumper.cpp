@@ -1,13 +1,19 @@
 // The op dumper on the npu: Ascend dump files (protoc decodes them, payload sizes add up, fp16 is
-// data_type 2), dump_mode / dump_step filters, overflow localisation, and compare of two
-// identical captured runs.
+// data_type 2), dump_mode / dump_step filters, overflow localisation, compare of two identical
+// captured runs, the sizing pass and the free-space refusal, the update phase, and write errors
+// (dump_path removed, file size limit) that stop dumping while training goes on.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <torch/torch.h>
+
+#include <csignal>
+#include <cstdlib>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 
 #include "npuscope/core/compare.h"
 #include "npuscope/core/trace_reader.h"
@@ -42,6 +48,13 @@ void step(int64_t s, bool inject_inf = false) {
   (void)h2;
 }
 
+// The default config with Ascend files under `dir`/dumps.
+DumpConfig withFiles(const fs::path& dir) {
+  DumpConfig c;
+  c.dump_path = (dir / "dumps").string();
+  return c;
+}
+
 // Runs `steps` steps with the dumper on, into `writer` when given.
 void runDumped(const DumpConfig& config, int steps, TraceWriter* writer, int inf_step = -1) {
   Dumper& d = Dumper::instance();
@@ -73,8 +86,7 @@ std::string protocDecode(const fs::path& file, const fs::path& work) {
 
 TEST(DumperTest, AscendFilesDecodeAndPayloadsAddUp) {
   const fs::path dir = tempDir("files");
-  DumpConfig c;
-  c.dump_path = (dir / "dumps").string();
+  const DumpConfig c = withFiles(dir);
   runDumped(c, 1, nullptr);
   const std::string out = Dumper::instance().dumpDirectory();
   ASSERT_FALSE(out.empty());
@@ -175,6 +187,217 @@ TEST(DumperTest, InjectedInfIsTheFirstOverflowingOpOfItsStep) {
   }
   EXPECT_TRUE(input);
   EXPECT_TRUE(output_inf);
+  fs::remove_all(dir);
+}
+
+// Sets an environment variable for the scope of a test.
+struct ScopedEnv {
+  ScopedEnv(const char* name, const std::string& value) : name_(name) { ::setenv(name, value.c_str(), 1); }
+  ~ScopedEnv() { ::unsetenv(name_); }
+  const char* name_;
+};
+
+uint64_t bytesOfFiles(const fs::path& dir) {
+  uint64_t n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) n += e.file_size();
+  return n;
+}
+
+TEST(DumperTest, SizingPassCountsWhatAStepWritesAndWritesNothing) {
+  const fs::path dir = tempDir("sizing");
+  DumpConfig c = withFiles(dir);
+  Dumper& d = Dumper::instance();
+  ASSERT_TRUE(d.configure(c).isOk());
+  ASSERT_TRUE(d.beginSizing().isOk());
+  EXPECT_FALSE(d.start().isOk()) << "not while sizing";
+  step(0);
+  const DumpSizeEstimate size = d.endSizing();
+  EXPECT_EQ(npu::op_observer(), nullptr);
+  EXPECT_TRUE(fs::is_empty(c.dump_path)) << "a sizing pass writes no file or directory";
+  ASSERT_GT(size.ops, 5u);
+
+  // The same step dumped for real: the estimate is what it wrote.
+  runDumped(c, 1, nullptr);
+  const DumperCounters real = d.counters();
+  EXPECT_EQ(size.ops, real.ops_dumped);
+  EXPECT_EQ(size.tensors, real.tensors);
+  EXPECT_EQ(size.payload_bytes, real.payload_bytes);
+  EXPECT_EQ(size.file_bytes, bytesOfFiles(c.dump_path));
+  EXPECT_GE(size.trace_bytes, size.payload_bytes) << "rows carry the payloads too";
+
+  c.data = DumpDataKind::kOverflow;
+  ASSERT_TRUE(d.configure(c).isOk());
+  EXPECT_FALSE(d.beginSizing().isOk()) << "overflow mode has nothing to size";
+  fs::remove_all(dir);
+}
+
+TEST(DumperTest, FreeSpaceRefusalNamesPathBytesStepsAndFreeSpace) {
+  const fs::path dir = tempDir("space");
+  DumpConfig c = withFiles(dir);
+  Dumper& d = Dumper::instance();
+  ASSERT_TRUE(d.configure(c).isOk());
+  DumpSizeEstimate size;
+  size.ops = 10;
+  size.tensors = 30;
+  size.payload_bytes = 900;
+  size.file_bytes = 1000;
+  size.trace_bytes = 1200;
+  {
+    ScopedEnv free("NPUSCOPE_FAKE_FREE_BYTES", "2999");
+    const Status s = d.checkFreeSpace(size, 3, "");
+    ASSERT_FALSE(s.isOk());
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+    for (const char* part : {"dump.dump_path", "has 2.93 KiB (2999 bytes) free",
+                             "3 dumped steps need 2.93 KiB (3000 bytes)", "1000 bytes per step", "force"}) {
+      EXPECT_NE(s.message().find(part), std::string::npos) << part << " in: " << s.message();
+    }
+    EXPECT_NE(s.message().find(c.dump_path), std::string::npos) << s.message();
+    EXPECT_TRUE(d.checkFreeSpace(size, 2, "").isOk());
+    EXPECT_TRUE(d.checkFreeSpace(size, 0, "").isOk()) << "no dumped step, nothing needed";
+  }
+  {
+    // The trace file on the same filesystem: its rows add up with the files.
+    ScopedEnv free("NPUSCOPE_FAKE_FREE_BYTES", "6000");
+    EXPECT_TRUE(d.checkFreeSpace(size, 3, "").isOk());
+    const Status s = d.checkFreeSpace(size, 3, (dir / "trace.db").string());
+    ASSERT_FALSE(s.isOk());
+    EXPECT_NE(s.message().find("(6600 bytes), 2.15 KiB (2200 bytes) per step"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(dir.string()), std::string::npos) << s.message();
+  }
+  {
+    ScopedEnv free("NPUSCOPE_FAKE_FREE_BYTES", "10");
+    c.force = true;
+    ASSERT_TRUE(d.configure(c).isOk());
+    EXPECT_TRUE(d.checkFreeSpace(size, 3, "").isOk()) << "forced";
+  }
+  fs::remove_all(dir);
+}
+
+TEST(DumperTest, UpdatePhaseIsLeftOutUnlessAskedAndNamedApart) {
+  const fs::path dir = tempDir("update");
+  const std::string db = (dir / "trace.db").string();
+  auto w = TraceWriter::open(db);
+  ASSERT_TRUE(w.isOk());
+  auto names = [&](bool dump_update) {
+    const int64_t run = *(*w)->beginRun(RunInfo{});
+    DumpConfig c;
+    c.data = DumpDataKind::kStats;
+    c.dump_update = dump_update;
+    Dumper& d = Dumper::instance();
+    EXPECT_TRUE(d.configure(c).isOk());
+    d.attach(w->get());
+    EXPECT_TRUE(d.start().isOk());
+    d.setStep(0);
+    const auto dev = npu::device(0);
+    at::Tensor w0 = torch::randn({4, 3}).to(dev).requires_grad_();
+    at::relu(at::mm(torch::randn({2, 4}).to(dev), w0)).sum().backward();
+    {
+      Dumper::UpdatePhase update;  // an SGD step by hand
+      torch::NoGradGuard no_grad;
+      w0.sub_(w0.grad() * 0.1);
+    }
+    at::Tensor after = at::relu(w0);  // forward again after the update
+    EXPECT_TRUE(d.stop().isOk());
+    EXPECT_TRUE((*w)->endRun("completed").isOk());
+    auto r = TraceReader::open(db);
+    auto rows = (*r)->tensorDumps(run);
+    std::set<std::string> out;
+    for (const auto& row : *rows) out.insert(row.op_name);
+    return out;
+  };
+  const std::set<std::string> plain = names(false), with_update = names(true);
+  EXPECT_TRUE(plain.count("mm.0.forward") && plain.count("mm.0.backward"));
+  EXPECT_TRUE(plain.count("relu.1.forward")) << "numbering of forward ops is unaffected by the update";
+  for (const auto& n : plain) {
+    EXPECT_EQ(n.find(".update"), std::string::npos) << n;
+    EXPECT_NE(n.rfind("sub_.", 0), 0u) << n << ": an update op labelled forward";
+    EXPECT_NE(n.rfind("mul.", 0), 0u) << n << ": an update op labelled forward";
+  }
+  EXPECT_TRUE(with_update.count("mul.0.update") && with_update.count("sub_.0.update"));
+  EXPECT_TRUE(with_update.count("relu.1.forward"));
+  std::set<std::string> forward_with, forward_plain;
+  for (const auto& n : with_update)
+    if (n.find(".update") == std::string::npos) forward_with.insert(n);
+  EXPECT_EQ(forward_with, plain) << "forward and backward names are the same with or without the update";
+  fs::remove_all(dir);
+}
+
+TEST(DumperTest, DumpPathRemovedMidRunStopsDumpingOnceTrainingGoesOn) {
+  const fs::path dir = tempDir("vanish");
+  const std::string db = (dir / "trace.db").string();
+  auto w = TraceWriter::open(db);
+  ASSERT_TRUE(w.isOk());
+  const int64_t run = *(*w)->beginRun(RunInfo{});
+  DumpConfig c = withFiles(dir);
+  Dumper& d = Dumper::instance();
+  ASSERT_TRUE(d.configure(c).isOk());
+  d.attach(w->get());
+  ASSERT_TRUE(d.start().isOk());
+  testing::internal::CaptureStderr();
+  d.setStep(0);
+  step(0);
+  ASSERT_TRUE(d.flush().isOk());  // step 0 on disk before the directory goes away
+  const uint64_t files_before = d.counters().files;
+  ASSERT_GT(files_before, 5u);
+  fs::remove_all(c.dump_path);
+  for (int s = 1; s < 4; ++s) {
+    d.setStep(s);
+    step(s);  // training goes on
+  }
+  const Status stopped = d.stop();
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(stopped.isOk());
+  EXPECT_EQ(stopped.code(), StatusCode::kIoError);
+  EXPECT_NE(stopped.message().find(c.dump_path), std::string::npos) << stopped.message();
+  EXPECT_EQ(d.counters().files, files_before) << "no file after the directory vanished";
+  size_t messages = 0;
+  for (size_t at = err.find("dump stopped"); at != std::string::npos; at = err.find("dump stopped", at + 1)) ++messages;
+  EXPECT_EQ(messages, 1u) << err;
+  ASSERT_TRUE((*w)->endRun("completed").isOk());
+  // The trace file is consistent and holds the rows of step 0 only, one per tensor of a file.
+  auto r = TraceReader::open(db);
+  ASSERT_TRUE(r.isOk());
+  auto rows = (*r)->tensorDumps(run);
+  ASSERT_TRUE(rows.isOk());
+  std::set<std::string> ops;
+  for (const auto& row : *rows) {
+    EXPECT_EQ(row.step, 0);
+    ops.insert(row.op_name);
+  }
+  EXPECT_EQ(ops.size(), files_before);
+  fs::remove_all(dir);
+}
+
+TEST(DumperTest, FileSizeLimitStopsDumpingTrainingGoesOn) {
+  // A full disk, as a process sees it through the file-size limit: writes fail part way.
+  const fs::path dir = tempDir("full");
+  DumpConfig c = withFiles(dir);
+  Dumper& d = Dumper::instance();
+  ASSERT_TRUE(d.configure(c).isOk());
+  d.attach(nullptr);
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = 16 << 10;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  ASSERT_TRUE(d.start().isOk());
+  testing::internal::CaptureStderr();
+  const auto dev = npu::device(0);
+  at::Tensor x = torch::ones({64, 64}).to(dev);  // 16 KiB per tensor: the file cannot hold it
+  for (int s = 0; s < 3; ++s) {
+    d.setStep(s);
+    x = at::relu(x + 1);
+  }
+  const Status stopped = d.stop();
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old), 0);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_FALSE(stopped.isOk());
+  EXPECT_NE(stopped.message().find("File too large"), std::string::npos) << stopped.message();
+  EXPECT_NE(err.find("training goes on"), std::string::npos) << err;
+  EXPECT_FLOAT_EQ(x.cpu()[0][0].item<float>(), 4.0f) << "the ops themselves ran";
   fs::remove_all(dir);
 }
 

@@ -8,6 +8,7 @@
 
 #include "npuscope/core/database.h"
 #include "npuscope/device/npu.h"
+#include "npuscope/dumper/dumper.h"
 #include "npuscope/profiler/session.h"
 
 namespace npuscope::profiler {
@@ -156,6 +157,37 @@ TEST(RecordingSession, ScheduleKeepsOnlyActiveSteps) {
   // steps: 0 skipped, 1 wait, 2 warmup, 3-4 active, then done (repeat=1)
   EXPECT_EQ(db.strings("SELECT DISTINCT step FROM ops ORDER BY step"), (std::vector<std::string>{"3", "4"}));
   EXPECT_EQ(db.strings("SELECT step FROM steps ORDER BY step"), (std::vector<std::string>{"3", "4"}));
+}
+
+TEST(RecordingSession, DumpedTensorsLinkToTheOpsThatProducedThem) {
+  const std::string p = tempPath("linked.db");
+  auto sched = Schedule::parse("skip_first=1");  // step 0 dumped but not recorded
+  ASSERT_TRUE(sched.isOk());
+  {
+    auto s = RecordingSession::start({p, RunInfo{}, *sched});
+    ASSERT_TRUE(s.isOk());
+    dumper::Dumper& d = dumper::Dumper::instance();
+    dumper::DumpConfig c;
+    c.data = dumper::DumpDataKind::kStats;
+    ASSERT_TRUE(d.configure(c).isOk());
+    RecordingSession* session = s->get();
+    d.attach(session->writer(), [session] { return session->currentStep(); });
+    ASSERT_TRUE(d.start().isOk());
+    trainSteps(**s, 3);
+    ASSERT_TRUE(d.stop().isOk());
+    ASSERT_TRUE((*s)->stop().isOk());
+  }
+  Db db(p);
+  EXPECT_GT(db.scalar("SELECT count(*) FROM tensor_dumps WHERE step >= 1"), 20);
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM tensor_dumps WHERE step >= 1 AND op_id IS NULL"), 0);
+  // The linked op is the one that produced the tensor: same type, same step, same direction.
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM tensor_dumps d LEFT JOIN ops o ON o.id = d.op_id "
+                      "WHERE d.step >= 1 AND (o.name IS NOT d.op_type OR o.step IS NOT d.step OR "
+                      "o.is_backward <> (d.op_name LIKE '%.backward'))"),
+            0);
+  EXPECT_GT(db.scalar("SELECT count(*) FROM tensor_dumps WHERE op_name LIKE '%.backward' AND op_id IS NOT NULL"), 0);
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM tensor_dumps WHERE step = 0 AND op_id IS NOT NULL"), 0)
+      << "ops of an unrecorded step have no op_events row to link to";
 }
 
 TEST(Schedule, ActionsAndParsing) {

@@ -240,6 +240,10 @@ class ScaledLoss {
 ScaledLoss scale_loss(const at::Tensor& loss, optim::NpuFusedOptimizer& optimizer, int loss_id = 0);
 // For plain parameters (or the initialized optimizer).
 ScaledLoss scale_loss(const at::Tensor& loss, int loss_id = 0);
+// The tensor scale_loss(loss, loss_id).get() would be, computed by the same ops, without
+// starting a scaled backward: no stash, no float-status clear, no scaler update — nothing of
+// amp's step changes. For dry runs such as the dumper's sizing pass.
+at::Tensor scaled_loss_value(const at::Tensor& loss, int loss_id = 0);
 
 struct StepInfo {
   int64_t step = 0;            // amp steps before this one

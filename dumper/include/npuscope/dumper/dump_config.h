@@ -16,7 +16,10 @@
 // npuscope's own fields:
 //   overflow_limit  N of overflow mode (default 1)
 //   on_error        continue (default: dumping stops, training goes on) | stop
-//   force           true: do not refuse for lack of free space
+//   force           true: do not refuse for lack of free space (warn instead)
+//   dump_update     true: also dump the parameter update after backward (ops inside a
+//                   Dumper::UpdatePhase: amp's unscale, the optimizer step), named
+//                   `{type}.{n}.update`; false (default): leave it out, as msprobe does
 // Any other field, a wrong type or an unknown value is an error naming the field.
 #pragma once
 
@@ -43,6 +46,8 @@ class StepSet {
   bool all() const { return ranges_.empty(); }
   // Number of steps in the set; -1 when unbounded (every step).
   int64_t count() const;
+  // Number of steps of [first, end) in the set (all of them when the set is every step).
+  int64_t countIn(int64_t first, int64_t end) const;
   const std::vector<std::pair<int64_t, int64_t>>& ranges() const { return ranges_; }
 
  private:
@@ -59,6 +64,7 @@ struct DumpConfig {
   int64_t overflow_limit = 1;
   bool stop_on_error = false;
   bool force = false;
+  bool dump_update = false;
 
   // Parses acl.json text; `source` names the file in messages ("acl.json: dump.dump_mode: ...").
   static StatusOr<DumpConfig> fromJson(const std::string& text, const std::string& source = "acl.json");

@@ -29,9 +29,14 @@ struct DumpFileTensor {
 std::string dumpFileName(const std::string& op_type, const std::string& op_name, uint64_t task_id,
                          uint32_t stream_id, uint64_t timestamp_us);
 
-// Writes one dump file. kIoError names the path and the system's reason (e.g. disk full).
+// Writes one dump file in one gathered write (no copy of the payloads). kIoError names the path
+// and the system's reason (e.g. disk full).
 Status writeDumpFile(const std::string& path, const std::string& op_name, uint64_t dump_time_us,
                      const std::vector<DumpFileTensor>& inputs, const std::vector<DumpFileTensor>& outputs);
+
+// The size of the file writeDumpFile() would write (for sizing passes; payloads need no data).
+uint64_t dumpFileSize(const std::string& op_name, uint64_t dump_time_us, const std::vector<DumpFileTensor>& inputs,
+                      const std::vector<DumpFileTensor>& outputs);
 
 // A dump file read back, payloads included (for export round trips, checks and tests).
 struct DecodedTensor {

@@ -5,24 +5,37 @@
 //   auto& d = npuscope::dumper::Dumper::instance();
 //   auto on = d.configureFromEnvironment();          // ACL_DUMP_DATA=1 + ./acl.json
 //   if (!on.isOk()) fail(on.status().message());     // one error naming the field
+//   if (*on) {
+//     d.beginSizing(); ... one step's forward and backward, undone ...; auto size = d.endSizing();
+//     if (auto s = d.checkFreeSpace(size, steps, trace_path); !s.isOk()) fail(s.message());
+//   }
 //   d.attach(writer, [&] { return session->currentStep(); });  // rows into the run's trace file
 //   if (*on) d.start();
-//   ... train; at every step end: if (!d.status().isOk() && d.config().stop_on_error) stop ...
+//   ... train; wrap each step's update (after backward) in a Dumper::UpdatePhase; at every step
+//   end: if (d.config().stop_on_error && !d.flush().isOk()) stop ...
 //   d.stop();
 //
 // Capture happens where the op runs: the device's op observer (npu::set_op_observer) sees every
 // op the npu computes — the boxed fallback, convolutions, copies into npu memory — with its
 // arguments before the kernel and its results after. Each op gets a stable name
-// `{type}.{call_no}.{forward|backward}`: type without `aten::`, call_no counting that type and
-// direction from 0 in every step (so the same model gives the same names in every run and
-// step), backward while the autograd engine evaluates a graph task on the op's thread.
+// `{type}.{call_no}.{forward|backward|update}`: type without `aten::`, call_no counting that
+// type and phase from 0 in every step (so the same model gives the same names in every run and
+// step). backward: while the autograd engine evaluates a graph task on the op's thread; update:
+// inside an UpdatePhase (below); forward: everything else.
 // The dumper reads tensor memory directly (npu memory is host memory) and runs no torch ops, so
 // its own work is never dumped; a thread-local guard enforces it anyway.
 //
 // Where dumps go: `tensor_dumps` rows through the attached TraceWriter (payloads zstd-compressed
 // on the writer thread when that pays) and, when dump_path is set, Ascend-format files under
-// `{dump_path}/{YYYYMMDDhhmmss}/{device_id}/` (dump_file.h). A write error (disk full, dump_path
-// removed) stops dumping with one message on stderr; training goes on, and status() reports it.
+// `{dump_path}/{YYYYMMDDhhmmss}/{device_id}/` (dump_file.h). In tensor mode the op thread only
+// copies the tensors; a background thread takes their statistics, writes each op's file (one
+// gathered write of header and payloads, its write-back started at once) and then hands the
+// same payloads, uncopied, to the TraceWriter. The queue between them is bounded (the op thread
+// waits beyond it); statistics-only rows without files skip it. A write error (disk full,
+// dump_path removed) stops dumping with one message on stderr: the failing op and everything
+// queued after it are dropped, files and rows alike; training goes on, and status() reports it.
+// Rows carry the op_events id of the op that produced them while a RecordingSession records
+// (setOpIdSource); -1 (NULL) otherwise.
 //
 // Overflow check mode (dump_data: overflow): after each op its floating outputs are tested for
 // inf/NaN, or, in the device's saturation mode, the float-status register is read around the op
@@ -57,12 +70,23 @@ struct OverflowHit {
   std::string detail;   // e.g. "output 0: 1 inf, 0 NaN" or "float status register"
 };
 
+// Counted when written (what a write error dropped is not counted; stop() or flush() first).
 struct DumperCounters {
   uint64_t ops_seen = 0;      // ops observed in dumped steps
   uint64_t ops_dumped = 0;    // ops with at least one tensor dumped
   uint64_t tensors = 0;       // tensors dumped
-  uint64_t payload_bytes = 0; // raw tensor bytes captured (files and rows)
+  uint64_t payload_bytes = 0; // raw tensor bytes dumped (into the file and the rows each)
   uint64_t files = 0;         // Ascend dump files written
+};
+
+// What one dumped step writes, as a sizing pass measured it.
+struct DumpSizeEstimate {
+  uint64_t ops = 0;            // ops dumped
+  uint64_t tensors = 0;        // tensors dumped
+  uint64_t payload_bytes = 0;  // raw tensor bytes
+  uint64_t file_bytes = 0;     // Ascend files, headers included (0 without dump_path)
+  uint64_t trace_bytes = 0;    // tensor_dumps rows, payloads counted uncompressed (an upper bound)
+  uint64_t perStep() const { return file_bytes + trace_bytes; }
 };
 
 class Dumper {
@@ -82,21 +106,64 @@ class Dumper {
   // the value of setStep()).
   void attach(TraceWriter* writer, std::function<int64_t()> step_getter = {});
   void setStep(int64_t step);
+  // The op_events id of the innermost op being recorded on the calling thread, -1 when none
+  // (nullptr: rows are not linked). Called on op threads: it must be cheap and lock-free.
+  // RecordingSession sets it while it records.
+  using OpIdSource = int64_t (*)();
+  void setOpIdSource(OpIdSource source);
+
+  // The sizing pass. Between beginSizing() and endSizing() the op observer only counts what
+  // one dumped step would write — the ops and tensors the config keeps, file headers and rows
+  // included — and writes nothing (no files, rows, directories or statistics). The caller runs
+  // one step's forward and backward as training will, then undoes its effects. Refused while
+  // started; overflow mode has nothing to size (its dumps are bounded by overflow_limit).
+  Status beginSizing();
+  DumpSizeEstimate endSizing();
+  // Prints the expected dump size per step on stderr and refuses (kFailedPrecondition naming the
+  // path, bytes per step, steps, total and free bytes) when the filesystem of dump_path — and
+  // of `trace_path`, where rows go ("" when none) — cannot hold `steps` dumped steps, unless
+  // the config's force is set (then it warns). Steps: how many of the run's steps dump_step
+  // selects (StepSet::countIn).
+  Status checkFreeSpace(const DumpSizeEstimate& per_step, int64_t steps, const std::string& trace_path);
 
   // Installs the op observer (creating the timestamped dump directory). kFailedPrecondition
-  // when not configured or already started.
+  // when not configured or already started. Without a checkFreeSpace() before, the size is
+  // reported after the first dumped step and the remaining steps of a bounded dump_step are
+  // checked then (dumping stops if they cannot fit); with one, that later check runs only when
+  // the step turned out bigger than estimated.
   Status start();
-  // Removes the observer and restores the float-status tracking it changed. Rows already handed
-  // to the writer are written by it (flush the writer to wait for them).
+  // Waits until every captured op is in its file and handed to the writer, removes the
+  // observer and restores the float-status tracking it changed. Rows handed to the writer are
+  // written by it (flush the writer to wait for them).
   Status stop();
   bool started() const;
 
   // OK, or the error that stopped dumping (e.g. disk full) — training may go on.
   Status status() const;
+  // Waits until every op captured so far is in its file and handed to the writer (or dropped
+  // after an error); then status(). For loops that stop on a dump error (on_error: stop).
+  Status flush();
   DumperCounters counters() const;
   std::vector<OverflowHit> overflows() const;
   // `{dump_path}/{YYYYMMDDhhmmss}/{device_id}` of this start for device 0 ("" without dump_path).
   std::string dumpDirectory() const;
+
+  // Marks the parameter update after backward on the calling thread while alive: amp's unscale
+  // and overflow check, the optimizer step, master-weight copies. msprobe dumps a step's forward
+  // and backward (its examples stop the debugger before optimizer.step()), so these ops are left
+  // out unless the config's dump_update is set; then they are named `{type}.{n}.update`, counted
+  // apart from forward ops, so forward names still align between runs whose updates differ
+  // (O2's master weights against O0).
+  class UpdatePhase {
+   public:
+    UpdatePhase();
+    ~UpdatePhase();
+    UpdatePhase(const UpdatePhase&) = delete;
+    UpdatePhase& operator=(const UpdatePhase&) = delete;
+
+   private:
+    bool outer_;
+  };
 
   struct Impl;  // public for the observer trampoline only
 
@@ -105,5 +172,9 @@ class Dumper {
   ~Dumper();
   std::unique_ptr<Impl> impl_;
 };
+
+// Free bytes for a non-root user on the filesystem holding `path`. Tests may pretend with the
+// environment variable NPUSCOPE_FAKE_FREE_BYTES (a byte count), which every path then reports.
+StatusOr<uint64_t> freeBytes(const std::string& path);
 
 }  // namespace npuscope::dumper

@@ -12,7 +12,9 @@
 // number and forward/backward flag, input shapes and dtypes, the npu it ran on and the device's
 // modeled duration and stream start. Op threads only append fixed-size records to thread-local
 // buffers; the TraceWriter thread does all SQLite work. With no session recording, an op pays
-// one check of libtorch's (empty) callback list.
+// one check of libtorch's (empty) callback list. While a session records, the op dumper's rows
+// are linked to the recorded ops (tensor_dumps.op_id = op_events.id of the op that produced
+// the tensor).
 #pragma once
 
 #include <memory>
@@ -87,9 +89,24 @@ class RecordingSession {
   // The session's writer, for other recorders of the same run (the dumper's tensor rows).
   TraceWriter* writer() const;
 
+  // No ops or memory events are recorded on any thread while alive (a dry run inside the loop,
+  // such as the dumper's sizing pass); the step and the schedule are unchanged. nullptr: none.
+  class Paused {
+   public:
+    explicit Paused(RecordingSession* session);
+    ~Paused();
+    Paused(const Paused&) = delete;
+    Paused& operator=(const Paused&) = delete;
+
+   private:
+    RecordingSession* session_;
+  };
+
  private:
   struct Impl;
   explicit RecordingSession(std::unique_ptr<Impl> impl);
+  // Callbacks and keeping as the schedule says for the current step.
+  void applySchedule();
   std::unique_ptr<Impl> impl_;
 };
 
