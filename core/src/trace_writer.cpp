@@ -14,6 +14,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// zstd level of dumped payloads (1: zstd's fastest positive level).
+constexpr int kDumpZstdLevel = 1;
+
 Status stepStatement(sqlite3* db, sqlite3_stmt* st) {
   const int rc = sqlite3_step(st);
   sqlite3_reset(st);
@@ -460,19 +463,29 @@ Status TraceWriter::writeTensorDump(const TensorDumpRecord& d) {
                                       d.data[2] == 0x2F && d.data[3] == 0xFD;
     const size_t bound = ZSTD_compressBound(d.data.size());
     if (zstd_buf_.size() < bound) zstd_buf_.resize(bound);
+    // One compression context for the writer thread: ZSTD_compress() would set one up per
+    // payload, which costs more than compressing a small tensor.
+    static thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+    auto compress = [&](size_t n) {
+      return cctx ? ZSTD_compressCCtx(cctx.get(), zstd_buf_.data(), bound, d.data.data(), n, kDumpZstdLevel)
+                  : ZSTD_compress(zstd_buf_.data(), bound, d.data.data(), n, kDumpZstdLevel);
+    };
     // Large payloads: a 64 KiB sample that saves under 10 % predicts the rest (dense float data
-    // barely compresses), and skipping it keeps the writer near disk speed.
-    constexpr size_t kSample = 64 << 10;
-    bool worth = true;
+    // barely compresses), and skipping it keeps the writer near disk speed. Tiny payloads are
+    // stored as they are.
+    constexpr size_t kSample = 64 << 10, kTiny = 256;
+    bool worth = d.data.size() > kTiny || raw_looks_like_frame;
     if (d.data.size() > 4 * kSample && !raw_looks_like_frame) {
-      const size_t m = ZSTD_compress(zstd_buf_.data(), bound, d.data.data(), kSample, 1);
+      const size_t m = compress(kSample);
       worth = !ZSTD_isError(m) && m < kSample * 9 / 10;
     }
-    const size_t n = worth ? ZSTD_compress(zstd_buf_.data(), bound, d.data.data(), d.data.size(), 1) : d.data.size();
+    const size_t n = worth ? compress(d.data.size()) : d.data.size();
+    // SQLITE_STATIC: both buffers outlive the statement's step (stepStatement resets it), so
+    // SQLite need not copy tens of MB per dumped step.
     if (worth && !ZSTD_isError(n) && (n < d.data.size() || raw_looks_like_frame)) {
-      sqlite3_bind_blob64(st, 17, zstd_buf_.data(), n, SQLITE_TRANSIENT);
+      sqlite3_bind_blob64(st, 17, zstd_buf_.data(), n, SQLITE_STATIC);
     } else {
-      sqlite3_bind_blob64(st, 17, d.data.data(), d.data.size(), SQLITE_TRANSIENT);
+      sqlite3_bind_blob64(st, 17, d.data.data(), d.data.size(), SQLITE_STATIC);
     }
   }
   return stepStatement(db_.get(), st);

@@ -5,6 +5,7 @@
 // query answered by brute force over the records themselves. Also: rows inserted without blocks
 // are still read, and a schema-1 file is migrated to blocks.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -21,8 +22,9 @@ namespace {
 
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 
+// Per process: CTest runs each test of this file as its own process, several at once.
 std::string tempPath(const std::string& name) {
-  std::string p = testing::TempDir() + "/npuscope_blocks_" + name;
+  std::string p = testing::TempDir() + "/npuscope_blocks_" + std::to_string(getpid()) + "_" + name;
   for (const char* suffix : {"", "-wal", "-shm"}) std::remove((p + suffix).c_str());
   return p;
 }
@@ -126,6 +128,7 @@ class OpBlocks : public testing::Test {
     ASSERT_TRUE((*w)->endRun("completed").isOk());
   }
   static void TearDownTestSuite() {
+    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((*path_ + suffix).c_str());
     delete sim_;
     delete path_;
   }
