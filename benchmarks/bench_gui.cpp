@@ -1,5 +1,5 @@
 // bench_gui: the workbench on a 1M-op run (written once through TraceWriter by the GUI tests'
-// generator, cached next to the benchmark as bench_gui_1m.db), offscreen.
+// generator, cached in the temp directory as npuscope_bench_gui_1m.db), offscreen.
 //   open_first_paint_ms_1m_ops: open the file, load the run, paint the timeline once (target <= 1500)
 //   frame_ms_1m_ops: median repaint after one zoom or pan step, at full-run scale and at 1 ms
 //                    across (target <= 30); the two scales are also reported separately.
@@ -34,7 +34,7 @@ QApplication* app() {
 // The 1M-op file, generated on first use and kept (generation takes a few seconds).
 const std::string& traceFile() {
   static std::string path = [] {
-    const std::string p = "bench_gui_1m.db";
+    const std::string p = (std::filesystem::temp_directory_path() / "npuscope_bench_gui_1m.db").string();
     bool ok = false;
     if (std::filesystem::exists(p)) {
       auto r = npuscope::TraceReader::open(p);
