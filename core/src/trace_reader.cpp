@@ -343,12 +343,9 @@ Status feedAggregator(sqlite3* db, sqlite3_stmt* st, bool by_shapes, int64_t end
 }
 
 // Splits ranges of op ids into parts of about equal width read in parallel: one per core (at
-// most 4), or a single part when they hold too few rows to gain from threads. Widths count ids
-// up to `max_id` (a last range may be open-ended: rows a live writer adds meanwhile).
-std::vector<std::vector<OpIdRange>> splitRanges(const std::vector<OpIdRange>& ranges, int64_t max_id) {
-  auto width = [&](const OpIdRange& r) {
-    return std::max(0.0, static_cast<double>(std::min(r.hi, max_id)) - static_cast<double>(r.lo) + 1.0);
-  };
+// most 4), or a single part when they hold too few rows to gain from threads.
+std::vector<std::vector<OpIdRange>> splitRanges(const std::vector<OpIdRange>& ranges) {
+  auto width = [](const OpIdRange& r) { return static_cast<double>(r.hi) - static_cast<double>(r.lo) + 1.0; };
   double rows = 0;
   for (const OpIdRange& r : ranges) rows += width(r);
   const size_t k = rows < 400000.0 ? 1 : std::max(1u, std::min(std::thread::hardware_concurrency(), 4u));
@@ -445,17 +442,23 @@ struct TraceReader::BlockFilter {
 
 StatusOr<int64_t> TraceReader::maxOpId() {
   ASSIGN_OR_RETURN(sqlite3_stmt * st, cached("max_op_id", "SELECT max(rowid) FROM op_events"));
-  return scalarInt(db_.get(), st, 0, "reading op ids");
+  return scalarInt(db_.get(), st, kMinTime, "reading op ids");
 }
 
-// The op ids past the last block: rows another program inserted without blocks (test
-// fixtures, users' own tools). Every query reads them too, with all its conditions in SQL.
+// The op ids past the last block, up to the last op of this snapshot: rows another program
+// inserted without blocks (test fixtures, users' own tools). Every query reads them too, with all
+// its conditions in SQL.
 StatusOr<std::optional<OpIdRange>> TraceReader::unblockedOps() {
   ASSIGN_OR_RETURN(sqlite3_stmt * st, cached("blocks_last_id", "SELECT max(last_id) FROM op_blocks"));
   ASSIGN_OR_RETURN(int64_t covered, scalarInt(db_.get(), st, kMinTime, "reading op blocks"));
   ASSIGN_OR_RETURN(int64_t max_id, maxOpId());
-  if (max_id <= covered || max_id == 0) return std::optional<OpIdRange>();
-  return std::optional<OpIdRange>(OpIdRange{covered == kMinTime ? kMinTime : covered + 1, kMaxTime});
+  if (max_id == kMinTime || max_id <= covered) return std::optional<OpIdRange>();
+  if (covered == kMinTime) {
+    ASSIGN_OR_RETURN(sqlite3_stmt * lo, cached("min_op_id", "SELECT min(rowid) FROM op_events"));
+    ASSIGN_OR_RETURN(covered, scalarInt(db_.get(), lo, 1, "reading op ids"));
+    --covered;
+  }
+  return std::optional<OpIdRange>(OpIdRange{covered + 1, max_id});
 }
 
 StatusOr<std::vector<OpIdRange>> TraceReader::opRanges(const BlockFilter& f) {
@@ -677,8 +680,7 @@ StatusOr<OpAggregateTable> TraceReader::opAggregates(const OpAggregateQuery& q) 
     f.start_before = std::max(q.window.end_ns, reach == kMinTime || reach == kMaxTime ? reach : reach + 1);
   }
   ASSIGN_OR_RETURN(std::vector<OpIdRange> ranges, opRanges(f));
-  ASSIGN_OR_RETURN(int64_t max_id, maxOpId());
-  const std::vector<std::vector<OpIdRange>> parts = splitRanges(ranges, max_id);
+  const std::vector<std::vector<OpIdRange>> parts = splitRanges(ranges);
 
   // Ops starting after the window are still read (no upper time bound in SQL), as children of
   // ops in it; the aggregator counts them only as such.
@@ -902,8 +904,7 @@ StatusOr<std::vector<StepDeviceTime>> TraceReader::stepDeviceTimes(int64_t run_i
   f.run_id = run_id;
   f.steps = StepRange{};  // every step, no op outside one
   ASSIGN_OR_RETURN(std::vector<OpIdRange> ranges, opRanges(f));
-  ASSIGN_OR_RETURN(int64_t max_id, maxOpId());
-  const std::vector<std::vector<OpIdRange>> parts = splitRanges(ranges, max_id);
+  const std::vector<std::vector<OpIdRange>> parts = splitRanges(ranges);
   std::vector<std::unordered_map<int64_t, StepDeviceTime>> per_part(parts.size());
   RETURN_IF_ERROR(scanRanges(
       db_.get(), path_,
