@@ -42,31 +42,7 @@ void removeFile(const std::string& path) {
   for (const char* s : {"", "-wal", "-shm"}) std::remove((path + s).c_str());
 }
 
-// Blocks of `a` (after `setup_a`) and `b` (after `setup_b`) alternate; setups are not timed.
-RatioResult alternate(benchmark::State& state, const std::function<void()>& setup_a, const std::function<void()>& a,
-                      const std::function<void()>& setup_b, const std::function<void()>& b, int reps) {
-  using Clock = std::chrono::steady_clock;
-  std::vector<double> ta, tb;
-  for (int i = 0; i < 2; ++i) {
-    setup_a();
-    a();
-    setup_b();
-    b();
-  }
-  for (auto _ : state) {
-    setup_a();
-    auto t0 = Clock::now();
-    for (int i = 0; i < reps; ++i) a();
-    auto t1 = Clock::now();
-    setup_b();
-    auto t2 = Clock::now();
-    for (int i = 0; i < reps; ++i) b();
-    auto t3 = Clock::now();
-    ta.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / reps);
-    tb.push_back(std::chrono::duration<double, std::nano>(t3 - t2).count() / reps);
-  }
-  return {bench::medianOf(ta), bench::medianOf(tb)};
-}
+using bench::alternateBlocks;
 
 // A session into a scratch file, for the length of one benchmark.
 struct ScratchSession {
@@ -99,8 +75,8 @@ void BM_SmallOpRecording(benchmark::State& state) {
   at::Tensor b = at::ones({16}).to(npu::device(0));
   ScratchSession s("small_op.db");
   auto op = [&] { a.add_(b, 1e-9); };
-  const RatioResult r = alternate(state, recordingOn, op, noProfiler, op, 2000);
-  state.counters["added_ns_per_op"] = r.a_ns - r.b_ns;
+  const RatioResult r = alternateBlocks(state, recordingOn, op, noProfiler, op, 2000);
+  state.counters["added_ns_per_op"] = r.pair_diff_ns;
   state.counters["recording_ns_per_op"] = r.a_ns;
   state.counters["none_ns_per_op"] = r.b_ns;
   state.counters["dropped_records"] = static_cast<double>(s.session->droppedRecords());
@@ -112,7 +88,7 @@ void BM_SmallOpOff(benchmark::State& state) {
   at::Tensor b = at::ones({16}).to(npu::device(0));
   ScratchSession s("off.db");
   auto op = [&] { a.add_(b, 1e-9); };
-  const RatioResult r = alternate(state, recordingOff, op, noProfiler, op, 2000);
+  const RatioResult r = alternateBlocks(state, recordingOff, op, noProfiler, op, 2000);
   bench::reportRatio(state, "ratio_off_vs_none", r, "off", "none");
 }
 BENCHMARK(BM_SmallOpOff)->Iterations(200)->Unit(benchmark::kMillisecond);
@@ -142,7 +118,7 @@ void BM_CnnStepRecording(benchmark::State& state) {
     s.session->step(prof::StepMetrics{loss.item<double>()});
   };
   auto plain = [&] { (void)train().item<double>(); };
-  const RatioResult r = alternate(state, recordingOn, recorded, noProfiler, plain, 3);
+  const RatioResult r = alternateBlocks(state, recordingOn, recorded, noProfiler, plain, 3);
   bench::reportRatio(state, "ratio_cnn_step_recording_vs_none", r, "recording", "none");
 }
 BENCHMARK(BM_CnnStepRecording)->Iterations(40)->Unit(benchmark::kMillisecond);
