@@ -16,6 +16,41 @@ using Clock = std::chrono::steady_clock;
 
 // zstd level of dumped payloads (1: zstd's fastest positive level).
 constexpr int kDumpZstdLevel = 1;
+// Stored tensor-dump bytes after which the writer commits without waiting for its interval.
+constexpr size_t kDumpBytesPerCommit = size_t{8} << 20;
+
+// Turns a raw payload into what `tensor_dumps.data` stores: a zstd frame when that saves space,
+// else the raw bytes. A stored payload starting with the zstd magic is a frame and anything else
+// is raw, so a raw payload that itself starts with the magic is always stored as a frame.
+void storeDumpPayload(std::vector<uint8_t>& data) {
+  if (data.empty()) return;
+  const bool raw_looks_like_frame =
+      data.size() >= 4 && data[0] == 0x28 && data[1] == 0xB5 && data[2] == 0x2F && data[3] == 0xFD;
+  // One compression context and scratch buffer per calling thread: ZSTD_compress() would set a
+  // context up per payload, which costs more than compressing a small tensor.
+  static thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+  static thread_local std::vector<uint8_t> scratch;
+  const size_t bound = ZSTD_compressBound(data.size());
+  if (scratch.size() < bound) scratch.resize(bound);
+  auto compress = [&](size_t n) {
+    return cctx ? ZSTD_compressCCtx(cctx.get(), scratch.data(), bound, data.data(), n, kDumpZstdLevel)
+                : ZSTD_compress(scratch.data(), bound, data.data(), n, kDumpZstdLevel);
+  };
+  // Large payloads: a 64 KiB sample that saves under 10 % predicts the rest (dense float data
+  // barely compresses), and skipping it keeps the writer near disk speed. Tiny payloads are
+  // stored as they are.
+  constexpr size_t kSample = 64 << 10, kTiny = 256;
+  bool worth = data.size() > kTiny || raw_looks_like_frame;
+  if (data.size() > 4 * kSample && !raw_looks_like_frame) {
+    const size_t m = compress(kSample);
+    worth = !ZSTD_isError(m) && m < kSample * 9 / 10;
+  }
+  if (!worth) return;
+  const size_t n = compress(data.size());
+  if (!ZSTD_isError(n) && (n < data.size() || raw_looks_like_frame)) {
+    data.assign(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+}
 
 Status stepStatement(sqlite3* db, sqlite3_stmt* st) {
   const int rc = sqlite3_step(st);
@@ -185,7 +220,10 @@ void TraceWriter::addMemory(std::vector<MemoryRecord>&& batch) {
 void TraceWriter::addTensorDumps(std::vector<TensorDumpRecord>&& batch) {
   if (batch.empty()) return;
   size_t bytes = 0;
-  for (const auto& d : batch) bytes += d.data.size();
+  for (auto& d : batch) {
+    storeDumpPayload(d.data);  // here, so compression runs beside the writer thread's SQLite work
+    bytes += d.data.size();
+  }
   {
     std::unique_lock<std::mutex> lock(mu_);
     // Bounded memory: wait for the writer, unless a single op alone exceeds the bound.
@@ -455,39 +493,8 @@ Status TraceWriter::writeTensorDump(const TensorDumpRecord& d) {
     sqlite3_bind_int64(st, 15, d.nan_count);
     sqlite3_bind_int64(st, 16, d.inf_count);
   }
-  if (!d.data.empty()) {
-    // Compressed only when it saves space: a stored payload starting with the zstd magic is
-    // a frame, anything else is raw (raw fp payloads could start with the magic only if they
-    // did not compress, and then the frame check in the reader would misfire: guard it).
-    const bool raw_looks_like_frame = d.data.size() >= 4 && d.data[0] == 0x28 && d.data[1] == 0xB5 &&
-                                      d.data[2] == 0x2F && d.data[3] == 0xFD;
-    const size_t bound = ZSTD_compressBound(d.data.size());
-    if (zstd_buf_.size() < bound) zstd_buf_.resize(bound);
-    // One compression context for the writer thread: ZSTD_compress() would set one up per
-    // payload, which costs more than compressing a small tensor.
-    static thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
-    auto compress = [&](size_t n) {
-      return cctx ? ZSTD_compressCCtx(cctx.get(), zstd_buf_.data(), bound, d.data.data(), n, kDumpZstdLevel)
-                  : ZSTD_compress(zstd_buf_.data(), bound, d.data.data(), n, kDumpZstdLevel);
-    };
-    // Large payloads: a 64 KiB sample that saves under 10 % predicts the rest (dense float data
-    // barely compresses), and skipping it keeps the writer near disk speed. Tiny payloads are
-    // stored as they are.
-    constexpr size_t kSample = 64 << 10, kTiny = 256;
-    bool worth = d.data.size() > kTiny || raw_looks_like_frame;
-    if (d.data.size() > 4 * kSample && !raw_looks_like_frame) {
-      const size_t m = compress(kSample);
-      worth = !ZSTD_isError(m) && m < kSample * 9 / 10;
-    }
-    const size_t n = worth ? compress(d.data.size()) : d.data.size();
-    // SQLITE_STATIC: both buffers outlive the statement's step (stepStatement resets it), so
-    // SQLite need not copy tens of MB per dumped step.
-    if (worth && !ZSTD_isError(n) && (n < d.data.size() || raw_looks_like_frame)) {
-      sqlite3_bind_blob64(st, 17, zstd_buf_.data(), n, SQLITE_STATIC);
-    } else {
-      sqlite3_bind_blob64(st, 17, d.data.data(), d.data.size(), SQLITE_STATIC);
-    }
-  }
+  // Already in its stored form (addTensorDumps); SQLITE_STATIC: the row outlives the step.
+  if (!d.data.empty()) sqlite3_bind_blob64(st, 17, d.data.data(), d.data.size(), SQLITE_STATIC);
   return stepStatement(db_.get(), st);
 }
 
@@ -507,6 +514,7 @@ Status TraceWriter::commit() {
 void TraceWriter::run() {
   const auto interval = std::chrono::milliseconds(options_.commit_interval_ms);
   auto last_commit = Clock::now();
+  size_t dump_bytes_in_txn = 0;
   for (;;) {
     std::deque<Item> batch;
     uint64_t seq = 0;
@@ -539,9 +547,14 @@ void TraceWriter::run() {
       }
       s = write(item);
     }
-    if (s.isOk() && (command || stopping || Clock::now() - last_commit >= interval)) {
+    // Dumped payloads also commit by size: their pages then reach the WAL (and a checkpoint the
+    // database) while the dumper is still producing, not all at once when it flushes.
+    dump_bytes_in_txn += batch_dump_bytes;
+    if (s.isOk() && (command || stopping || Clock::now() - last_commit >= interval ||
+                     dump_bytes_in_txn >= kDumpBytesPerCommit)) {
       s = commit();
       last_commit = Clock::now();
+      dump_bytes_in_txn = 0;
     }
     {
       std::lock_guard<std::mutex> lock(mu_);

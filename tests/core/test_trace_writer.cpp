@@ -121,6 +121,48 @@ TEST(TraceWriter, CommitsWithinTheIntervalWithoutFlush) {
   EXPECT_EQ(scalar(p, "SELECT status='running' FROM runs"), 1);
 }
 
+// Dumped payloads commit by size as well as by time, so their pages reach the file while the
+// dumper is still producing rather than in one burst at its flush. With an interval of ten
+// minutes, only the size can have committed them.
+TEST(TraceWriter, LargeDumpPayloadsCommitWithoutWaitingForTheInterval) {
+  const std::string p = tempPath("dump_commit.db");
+  auto w = TraceWriter::open(p, TraceWriter::Options{600000, 16});
+  ASSERT_TRUE(w.isOk());
+  ASSERT_TRUE((*w)->beginRun(info()).isOk());
+  auto row = [](size_t bytes, uint32_t seed) {
+    TensorDumpRecord r;
+    r.op_name = "addmm.0.forward";
+    r.op_type = "aten::addmm";
+    r.io = "output";
+    r.dtype = "uint8";
+    r.shape = "[" + std::to_string(bytes) + "]";
+    r.data.resize(bytes);
+    for (auto& b : r.data) {  // xorshift bytes: incompressible, so stored at full size
+      seed ^= seed << 13;
+      seed ^= seed >> 17;
+      seed ^= seed << 5;
+      b = static_cast<uint8_t>(seed);
+    }
+    return r;
+  };
+  std::vector<TensorDumpRecord> small;
+  small.push_back(row(1000, 7));
+  (*w)->addTensorDumps(std::move(small));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM tensor_dumps"), 0);  // neither interval nor size reached
+
+  std::vector<TensorDumpRecord> large;
+  large.push_back(row(size_t{12} << 20, 11));
+  (*w)->addTensorDumps(std::move(large));
+  int64_t seen = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((seen = scalar(p, "SELECT count(*) FROM tensor_dumps")) < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(seen, 2);
+  EXPECT_EQ(scalar(p, "SELECT length(data) FROM tensor_dumps WHERE idx=0 ORDER BY id DESC LIMIT 1"), 12 << 20);
+}
+
 TEST(TraceWriter, StringIdsAreMappedIntoEachFile) {
   const std::string p = tempPath("strings.db");
   {

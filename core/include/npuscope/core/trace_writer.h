@@ -57,8 +57,9 @@ class TraceWriter {
   void addOverflow(const OverflowRecord& r);
   void addMemory(const MemoryRecord& r);
   void addMemory(std::vector<MemoryRecord>&& batch);  // one hand-over for many records
-  // The tensors of one dumped op. Payloads are zstd-compressed on the writer thread when that
-  // saves space. Waits (on the dumping thread) while more than max_queued_dump_bytes of payload
+  // The tensors of one dumped op. Payloads are zstd-compressed when that saves space, in the
+  // calling thread (the dumper's file-writing thread), so compression and the writer thread's
+  // SQLite work run side by side. Waits (on the dumping thread) while more than max_queued_dump_bytes of payload
   // are queued, so a dump cannot outgrow memory; dump records are never dropped.
   void addTensorDumps(std::vector<TensorDumpRecord>&& batch);
 
@@ -122,7 +123,6 @@ class TraceWriter {
   bool in_txn_ = false;           // writer thread only
   int64_t id_offset_ = 0;         // writer thread only: added to the run's op ids (see BeginCmd)
   std::vector<uint32_t> op_order_;  // writer thread only: a buffer's records in id order
-  std::vector<uint8_t> zstd_buf_;  // writer thread only: compressed payload scratch
   std::thread thread_;
 };
 
