@@ -22,7 +22,7 @@ struct RatioResult {
   double b_ns = 0;          // median time of one call of B
   double pair_ratio = 0;    // median over adjacent block pairs of A time / B time
   double pair_diff_ns = 0;  // median over adjacent block pairs of A time - B time, per call
-  double ratio() const { return pair_ratio > 0 ? pair_ratio : (b_ns > 0 ? a_ns / b_ns : 0); }
+  double ratio() const { return pair_ratio; }
 };
 
 inline double medianOf(std::vector<double> v) {

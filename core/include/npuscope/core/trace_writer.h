@@ -58,9 +58,10 @@ class TraceWriter {
   void addMemory(const MemoryRecord& r);
   void addMemory(std::vector<MemoryRecord>&& batch);  // one hand-over for many records
   // The tensors of one dumped op. Payloads are zstd-compressed when that saves space, in the
-  // calling thread (the dumper's file-writing thread), so compression and the writer thread's
-  // SQLite work run side by side. Waits (on the dumping thread) while more than max_queued_dump_bytes of payload
-  // are queued, so a dump cannot outgrow memory; dump records are never dropped.
+  // calling thread (the dumper's file-writing thread, never an op thread), so compression and
+  // the writer thread's SQLite work run side by side. Waits while more than
+  // max_queued_dump_bytes of stored payload are queued, so a dump cannot outgrow memory; dump
+  // records are never dropped.
   void addTensorDumps(std::vector<TensorDumpRecord>&& batch);
 
   // Waits until everything queued so far is committed.
