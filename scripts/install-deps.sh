@@ -51,14 +51,15 @@ fi
 # libtorch calls BLAS through libblas.so.3, which Debian's alternatives point at the installed
 # BLAS of highest priority: OpenBLAS's pthread build when it is there too. That build keeps its
 # own worker threads, which spin (sched_yield) for ~0.1 s after every call, beside libtorch's
-# OpenMP threads: on 2 cores the two pools take turns on the same cores (a profile of a dumped
-# training step showed the spinning worker in ~17 % of all samples). So the OpenMP build, which
-# runs BLAS on libtorch's own OpenMP threads, is selected for libblas.so.3 and liblapack.so.3.
-# Measured here, six alternating process pairs: the test CNN's npu/CPU step ratio 0.60-1.36
-# with the pthread build, 0.77-0.89 with the OpenMP one.
+# OpenMP threads: on 2 cores the two pools take turns on the same cores. So the OpenMP build,
+# which runs BLAS on libtorch's own OpenMP threads, is selected -- for libopenblas.so.0 too:
+# the OpenMP libblas.so.3 loads libopenblas.so.0 through $ORIGIN, which is the alternatives'
+# directory, so with only libblas.so.3 switched it still ran the pthread build's code.
+# Measured here, three alternating process pairs of bench_device: the test CNN's npu/CPU step
+# ratio 1.34-1.76 with the pthread build, 0.78-0.96 with the OpenMP one.
 multiarch=$(gcc -dumpmachine)
 blas_dir=/usr/lib/$multiarch/openblas-openmp
-for lib in libblas.so.3 liblapack.so.3; do
+for lib in libblas.so.3 liblapack.so.3 libopenblas.so.0; do
   alt="$lib-$multiarch"
   current=$(update-alternatives --query "$alt" 2>/dev/null | awk '/^Value:/ {print $2}')
   if [ "$current" != "$blas_dir/$lib" ]; then
