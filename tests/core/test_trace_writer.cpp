@@ -1,6 +1,8 @@
 // The trace writer: many producers, nothing lost or duplicated, drops counted, commits on time,
 // string ids mapped into each file.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <zstd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -161,6 +163,79 @@ TEST(TraceWriter, LargeDumpPayloadsCommitWithoutWaitingForTheInterval) {
   }
   EXPECT_EQ(seen, 2);
   EXPECT_EQ(scalar(p, "SELECT length(data) FROM tensor_dumps WHERE idx=0 ORDER BY id DESC LIMIT 1"), 12 << 20);
+}
+
+std::vector<uint8_t> xorshiftBytes(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) {
+    seed ^= seed << 13;
+    seed ^= seed >> 17;
+    seed ^= seed << 5;
+    b = static_cast<uint8_t>(seed);
+  }
+  return v;
+}
+
+// The stored form of a payload: a zstd frame that decodes to it when that is smaller, else the
+// raw bytes (encodeDumpPayload says false); raw bytes that look like a frame are always framed.
+TEST(TraceWriter, DumpPayloadEncodingRoundTripsAndKeepsWhatDoesNotShrink) {
+  std::vector<uint8_t> zeros_and_ramp(size_t{1} << 20, 0);  // a ReLU output: half zeros
+  for (size_t i = 0; i < zeros_and_ramp.size(); i += 2) zeros_and_ramp[i] = static_cast<uint8_t>(i / 2);
+  std::vector<uint8_t> frame;
+  ASSERT_TRUE(encodeDumpPayload(zeros_and_ramp.data(), zeros_and_ramp.size(), &frame));
+  ASSERT_LT(frame.size(), zeros_and_ramp.size() / 2);
+  std::vector<uint8_t> back(zeros_and_ramp.size());
+  ASSERT_EQ(ZSTD_decompress(back.data(), back.size(), frame.data(), frame.size()), back.size());
+  EXPECT_EQ(back, zeros_and_ramp);
+
+  const auto noise = xorshiftBytes(size_t{1} << 20, 5);
+  frame.clear();
+  EXPECT_FALSE(encodeDumpPayload(noise.data(), noise.size(), &frame));
+  EXPECT_TRUE(frame.empty());
+  const std::vector<uint8_t> tiny(100, 0);
+  EXPECT_FALSE(encodeDumpPayload(tiny.data(), tiny.size(), &frame));  // not worth a frame header
+
+  std::vector<uint8_t> magic = xorshiftBytes(64, 9);  // starts like a frame: must not be read as one
+  magic[0] = 0x28, magic[1] = 0xB5, magic[2] = 0x2F, magic[3] = 0xFD;
+  ASSERT_TRUE(encodeDumpPayload(magic.data(), magic.size(), &frame));
+  back.assign(magic.size(), 0);
+  ASSERT_EQ(ZSTD_decompress(back.data(), back.size(), frame.data(), frame.size()), magic.size());
+  EXPECT_EQ(back, magic);
+}
+
+int64_t fileSize(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
+}
+
+// Checkpoints run beside the writer, on their own connection: committed pages reach the
+// database file while the writer stays open, and closing it leaves no WAL behind.
+TEST(TraceWriter, WalIsCheckpointedWhileWritingAndRemovedAtClose) {
+  const std::string p = tempPath("checkpoint.db");
+  {
+    auto w = TraceWriter::open(p, TraceWriter::Options{100, 16});
+    ASSERT_TRUE(w.isOk());
+    ASSERT_TRUE((*w)->beginRun(info()).isOk());
+    const int64_t before = fileSize(p);
+    for (uint32_t i = 0; i < 24; ++i) {  // 24 MiB: about 1,500 16-KiB pages, past the 1,000-page threshold
+      std::vector<TensorDumpRecord> rows(1);
+      rows[0].op_name = "mm." + std::to_string(i) + ".forward";
+      rows[0].io = "output";
+      rows[0].data = xorshiftBytes(size_t{1} << 20, i + 1);
+      (*w)->addTensorDumps(std::move(rows));
+      ASSERT_TRUE((*w)->flush().isOk());
+    }
+    int64_t size = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while ((size = fileSize(p)) < (int64_t{15} << 20) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_GE(size, int64_t{15} << 20) << "database file still " << size << " bytes (" << before << " at the start)";
+    EXPECT_TRUE((*w)->endRun("completed").isOk());
+  }
+  EXPECT_LE(fileSize(p + "-wal"), 0);  // gone (or empty) once the last connection closed
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM tensor_dumps"), 24);
+  EXPECT_EQ(scalar(p, "SELECT sum(length(data)) FROM tensor_dumps"), 24 << 20);
 }
 
 TEST(TraceWriter, StringIdsAreMappedIntoEachFile) {

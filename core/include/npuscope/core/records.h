@@ -78,6 +78,7 @@ struct TensorDumpRecord {
   double min = 0, max = 0, mean = 0, l2norm = 0;
   int64_t nan_count = 0, inf_count = 0;
   std::vector<uint8_t> data;  // raw little-endian payload; empty: statistics only
+  bool data_encoded = false;  // `data` already in its stored form (encodeDumpPayload)
 };
 
 struct RunInfo {

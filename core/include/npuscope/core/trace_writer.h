@@ -22,6 +22,12 @@
 
 namespace npuscope {
 
+// How `tensor_dumps.data` stores a raw tensor payload (docs/schema.md): true with the zstd frame
+// in `frame` when that saves space; false when the raw bytes are stored as they are.
+// Thread-safe; callers that produce many payloads encode them on their own threads and mark the
+// records `data_encoded`.
+bool encodeDumpPayload(const uint8_t* data, size_t size, std::vector<uint8_t>* frame);
+
 class TraceWriter {
  public:
   struct Options {
@@ -57,9 +63,9 @@ class TraceWriter {
   void addOverflow(const OverflowRecord& r);
   void addMemory(const MemoryRecord& r);
   void addMemory(std::vector<MemoryRecord>&& batch);  // one hand-over for many records
-  // The tensors of one dumped op. Payloads are zstd-compressed when that saves space, in the
-  // calling thread (the dumper's file-writing thread, never an op thread), so compression and
-  // the writer thread's SQLite work run side by side. Waits while more than
+  // The tensors of one dumped op. Payloads not yet encoded are encoded (encodeDumpPayload) in
+  // the calling thread (the dumper's file-writing threads, never an op thread), so compression
+  // and the writer thread's SQLite work run side by side. Waits while more than
   // max_queued_dump_bytes of stored payload are queued, so a dump cannot outgrow memory; dump
   // records are never dropped.
   void addTensorDumps(std::vector<TensorDumpRecord>&& batch);
@@ -97,6 +103,11 @@ class TraceWriter {
   Status writeMemory(const MemoryRecord& m);
   Status writeTensorDump(const TensorDumpRecord& d);
   Status commit();
+  // The checkpointer: copies committed WAL pages into the database on its own connection and
+  // thread, so the writer's commits never wait for a checkpoint and its fsyncs.
+  void startCheckpointer(ScopedDb db);
+  void checkpointLoop();
+  static int walHook(void* self, sqlite3* db, const char* name, int frames);
 
   ScopedDb db_;
   Options options_;
@@ -125,6 +136,12 @@ class TraceWriter {
   int64_t id_offset_ = 0;         // writer thread only: added to the run's op ids (see BeginCmd)
   std::vector<uint32_t> op_order_;  // writer thread only: a buffer's records in id order
   std::thread thread_;
+
+  ScopedDb checkpoint_db_;  // the checkpointer's connection
+  std::mutex checkpoint_mu_;
+  std::condition_variable checkpoint_cv_;
+  bool checkpoint_wanted_ = false, checkpoint_stop_ = false;
+  std::thread checkpoint_thread_;
 };
 
 }  // namespace npuscope
