@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sanitizer builds, each in its own build directory:
-#   thread            core's tests (the multi-producer trace writer) under ThreadSanitizer;
-#                     libtorch is not instrumented, so torch code is left to ASan/UBSan
+#   thread            core's tests (the multi-producer trace writer, its checkpointer) and the
+#                     dumper's multi-threaded file writers under ThreadSanitizer; libtorch is
+#                     not instrumented, so torch code is left to ASan/UBSan
 #   address,undefined core, device and profiler tests under AddressSanitizer + UBSan
 # Usage: scripts/sanitize.sh [thread|address] (default: both)
 set -euo pipefail
@@ -13,8 +14,11 @@ common=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNPUSCOPE_BUILD_GUI=OFF -DNP
 
 if [[ $which == all || $which == thread ]]; then
   cmake -S . -B build-tsan "${common[@]}" -DNPUSCOPE_SANITIZE=thread
-  cmake --build build-tsan --target test_core
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build-tsan/tests/core/test_core
+  cmake --build build-tsan --target test_core test_dump_compare
+  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+  build-tsan/tests/core/test_core
+  build-tsan/tests/dumper/test_dump_compare --gtest_filter='DumpWriter.*:PayloadPool.*'
+  unset TSAN_OPTIONS
 fi
 
 if [[ $which == all || $which == address ]]; then

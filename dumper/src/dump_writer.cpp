@@ -1,5 +1,6 @@
 #include "dump_writer.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "npuscope/core/trace_writer.h"
@@ -21,6 +22,38 @@ std::vector<DumpFileTensor> fileTensors(const std::vector<CapturedTensor>& list,
   return out;
 }
 
+std::vector<uint8_t> PayloadPool::take(size_t bytes) {
+  std::vector<uint8_t> buf;
+  if (bytes >= kMinPooledBytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.lower_bound(bytes);
+    if (it != free_.end() && it->first <= 2 * bytes) {
+      buf = std::move(it->second);
+      cached_ -= it->first;
+      free_.erase(it);
+      return buf;
+    }
+  }
+  buf.reserve(bytes);
+  return buf;
+}
+
+void PayloadPool::give(std::vector<uint8_t>&& buf) {
+  const size_t cap = buf.capacity();
+  if (cap < kMinPooledBytes) return;
+  std::vector<uint8_t> kept = std::move(buf);
+  kept.clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cached_ + cap > max_) return;  // freed on leaving
+  cached_ += cap;
+  free_.emplace(cap, std::move(kept));
+}
+
+size_t PayloadPool::cachedBytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cached_;
+}
+
 namespace {
 size_t payloadOf(const DumpedOp& op) {
   size_t n = 0;
@@ -31,7 +64,10 @@ size_t payloadOf(const DumpedOp& op) {
 }  // namespace
 
 DumpWriter::DumpWriter(Options options) : options_(std::move(options)) {
-  thread_ = std::thread([this] { run(); });
+  int n = options_.threads;
+  if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
+  n = std::clamp(n, 1, kMaxThreads);
+  for (int i = 0; i < n; ++i) threads_.emplace_back([this] { run(); });
 }
 
 DumpWriter::~DumpWriter() {
@@ -41,7 +77,7 @@ DumpWriter::~DumpWriter() {
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  for (auto& t : threads_) t.join();
 }
 
 void DumpWriter::push(DumpedOp&& op) {
@@ -57,11 +93,10 @@ void DumpWriter::push(DumpedOp&& op) {
   const size_t bytes = payloadOf(op);
   {
     std::unique_lock<std::mutex> lock(mu_);
-    // Bounded memory: wait for the writer unless the queue is empty (one op may exceed the bound).
+    // Bounded memory: wait for the writers unless the queue is empty (one op may exceed the bound).
     done_cv_.wait(lock, [&] { return queue_.empty() || queued_bytes_ + bytes <= options_.max_queued_bytes; });
     queued_bytes_ += bytes;
-    queue_.push_back(std::move(op));
-    ++pushed_;
+    queue_.push_back({std::move(op), pushed_++});
   }
   cv_.notify_one();
 }
@@ -74,15 +109,18 @@ void DumpWriter::drain() {
 
 void DumpWriter::run() {
   for (;;) {
-    DumpedOp op;
+    Queued q;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping, everything written
-      op = std::move(queue_.front());
+      q = std::move(queue_.front());
       queue_.pop_front();
     }
+    DumpedOp& op = q.op;
     const size_t bytes = payloadOf(op);
+    bool ok = false;
+    std::vector<TensorDumpRecord> rows;
     if (!failed_.load(std::memory_order_relaxed)) {
       for (auto* list : {&op.inputs, &op.outputs}) {
         for (auto& c : *list) {
@@ -92,13 +130,33 @@ void DumpWriter::run() {
         }
       }
       Status s = write(op);
-      if (s.isOk()) {
-        if (options_.on_written) options_.on_written(op);
-        handRows(op);
-      } else if (!failed_.exchange(true) && options_.on_error) {
-        options_.on_error(s);  // this op and everything after it are dropped
+      ok = s.isOk();
+      if (ok) {
+        rows = rowsOf(op);
+      } else {
+        uint64_t first = failed_seq_.load();
+        while (q.seq < first && !failed_seq_.compare_exchange_weak(first, q.seq)) {
+        }
+        if (!failed_.exchange(true) && options_.on_error) {
+          options_.on_error(s);  // this op and everything pushed after it are dropped
+        }
       }
     }
+    {
+      std::unique_lock<std::mutex> lock(turn_mu_);
+      turn_cv_.wait(lock, [&] { return handed_ == q.seq; });
+    }
+    // Alone here until handed_ moves on. Every op pushed before this one has had its turn, so a
+    // failure among them is known.
+    if (ok && q.seq < failed_seq_.load()) {
+      if (options_.on_written) options_.on_written(op);
+      if (options_.rows) options_.rows->addTensorDumps(std::move(rows));
+    }
+    {
+      std::lock_guard<std::mutex> lock(turn_mu_);
+      ++handed_;
+    }
+    turn_cv_.notify_all();
     {
       std::lock_guard<std::mutex> lock(mu_);
       queued_bytes_ -= bytes;
@@ -110,17 +168,20 @@ void DumpWriter::run() {
 
 Status DumpWriter::write(DumpedOp& op) {
   if (op.dir.empty()) return Status::ok();
-  if (dirs_.insert(op.dir).second) {
-    std::error_code ec;
-    std::filesystem::create_directories(op.dir, ec);  // a failure shows when the file is created
+  {
+    std::lock_guard<std::mutex> lock(dirs_mu_);  // the first writer to see a directory creates it
+    if (dirs_.insert(op.dir).second) {
+      std::error_code ec;
+      std::filesystem::create_directories(op.dir, ec);  // a failure shows when the file is created
+    }
   }
   return writeDumpFile(op.dir + "/" + op.file, op.op_name, op.dump_time_us, fileTensors(op.inputs, op.with_data),
                        fileTensors(op.outputs, op.with_data));
 }
 
-void DumpWriter::handRows(DumpedOp& op) {
-  if (!options_.rows) return;
+std::vector<TensorDumpRecord> DumpWriter::rowsOf(DumpedOp& op) {
   std::vector<TensorDumpRecord> rows;
+  if (!options_.rows) return rows;
   rows.reserve(op.inputs.size() + op.outputs.size());
   auto add = [&](std::vector<CapturedTensor>& list, const char* io) {
     for (size_t i = 0; i < list.size(); ++i) {
@@ -142,13 +203,24 @@ void DumpWriter::handRows(DumpedOp& op) {
       r.l2norm = c.stats.l2norm;
       r.nan_count = c.stats.nan_count;
       r.inf_count = c.stats.inf_count;
-      if (op.with_data) r.data = std::move(c.data);
+      if (op.with_data) {
+        if (encodeDumpPayload(c.data.data(), c.data.size(), &r.data)) {
+          if (options_.pool) options_.pool->give(std::move(c.data));
+        } else {
+          r.data = std::move(c.data);
+        }
+        r.data_encoded = true;
+      }
       rows.push_back(std::move(r));
     }
   };
   add(op.inputs, "input");
   add(op.outputs, "output");
-  options_.rows->addTensorDumps(std::move(rows));
+  return rows;
+}
+
+void DumpWriter::handRows(DumpedOp& op) {
+  if (options_.rows) options_.rows->addTensorDumps(rowsOf(op));
 }
 
 }  // namespace npuscope::dumper

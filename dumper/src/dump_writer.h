@@ -1,6 +1,8 @@
-// The dumper's background writer: dumped ops in (captured on op threads), Ascend dump files out
-// (one write of header and payloads per file), then the very same payloads moved, uncopied, into
-// tensor_dumps rows for the TraceWriter. Torch-free.
+// The dumper's background writers: dumped ops in (captured on op threads), Ascend dump files out
+// (one write of header and payloads per file), then the very same payloads moved, uncopied and
+// encoded for storage, into tensor_dumps rows for the TraceWriter. Several threads work on
+// different ops at once (statistics, file, compression); rows reach the TraceWriter in the order
+// the ops were pushed. Torch-free.
 #pragma once
 
 #include <atomic>
@@ -8,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "npuscope/core/compare.h"
+#include "npuscope/core/records.h"
 #include "npuscope/core/status.h"
 #include "npuscope/dumper/dump_file.h"
 
@@ -48,6 +52,26 @@ struct DumpedOp {
   std::vector<CapturedTensor> inputs, outputs;
 };
 
+// Payload buffers reused from one dumped op to the next. A fresh buffer of megabytes costs a
+// page fault per 4 KiB page on its first touch and an munmap when freed; a full dump of every op
+// allocates a step's worth of them per step. Thread-safe; holds at most `max_cached_bytes`.
+class PayloadPool {
+ public:
+  static constexpr size_t kMinPooledBytes = size_t{64} << 10;  // smaller buffers: plain malloc
+  explicit PayloadPool(size_t max_cached_bytes) : max_(max_cached_bytes) {}
+  // An empty buffer with room for `bytes` (a cached one at most twice that big, or a new one).
+  std::vector<uint8_t> take(size_t bytes);
+  // Keeps `buf` for a later take() if it is big enough and the pool has room; else frees it.
+  void give(std::vector<uint8_t>&& buf);
+  size_t cachedBytes() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::multimap<size_t, std::vector<uint8_t>> free_;  // by capacity
+  size_t cached_ = 0;
+  size_t max_;
+};
+
 // The Ascend file's view of captured tensors: payload sizes of `bytes` (0 without data),
 // pointing into `data`, which holds them when captured with data (a sizing pass has none).
 std::vector<DumpFileTensor> fileTensors(const std::vector<CapturedTensor>& list, bool with_data);
@@ -57,11 +81,14 @@ class DumpWriter {
   struct Options {
     TraceWriter* rows = nullptr;                    // where rows go (nullptr: files only)
     size_t max_queued_bytes = size_t{64} << 20;     // push() waits beyond this much payload
+    int threads = 0;                                // 0: one per core, at most kMaxThreads
+    PayloadPool* pool = nullptr;  // raw payloads go back here once stored compressed
     std::function<void(const Status&)> on_error;    // the first write error, on the writer thread
     std::function<void(const DumpedOp&)> on_written;  // each op written (file, when any, and rows)
   };
+  static constexpr int kMaxThreads = 4;
   explicit DumpWriter(Options options);
-  ~DumpWriter();  // drain(), then joins the thread
+  ~DumpWriter();  // drain(), then joins the threads
   DumpWriter(const DumpWriter&) = delete;
   DumpWriter& operator=(const DumpWriter&) = delete;
 
@@ -73,20 +100,31 @@ class DumpWriter {
   void drain();
 
  private:
+  struct Queued {
+    DumpedOp op;
+    uint64_t seq = 0;  // push order
+  };
   void run();
   Status write(DumpedOp& op);
+  std::vector<TensorDumpRecord> rowsOf(DumpedOp& op);  // moves the payloads, encoded, into rows
   void handRows(DumpedOp& op);
 
   Options options_;
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
-  std::deque<DumpedOp> queue_;
+  std::deque<Queued> queue_;
   size_t queued_bytes_ = 0;
   uint64_t pushed_ = 0, finished_ = 0;
   bool stop_ = false;
   std::atomic<bool> failed_{false};
-  std::set<std::string> dirs_;  // writer thread only: directories already created
-  std::thread thread_;
+  std::atomic<uint64_t> failed_seq_{UINT64_MAX};  // the first op (in push order) that failed
+  // Rows are handed in push order: the op with sequence number `handed_` goes next.
+  std::mutex turn_mu_;
+  std::condition_variable turn_cv_;
+  uint64_t handed_ = 0;
+  std::mutex dirs_mu_;
+  std::set<std::string> dirs_;  // directories already created
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace npuscope::dumper

@@ -97,7 +97,9 @@ bool describe(const at::Tensor& t, CapturedTensor* c) {
 
 // describe() plus, when `with_data`, the elements in logical order, and the statistics: now, or
 // with `stats_later` (and data) left to the DumpWriter thread, so the op thread only copies.
-bool capture(const at::Tensor& t, bool with_data, CapturedTensor* c, bool stats_later = false) {
+// Data buffers come from `pool` when given.
+bool capture(const at::Tensor& t, bool with_data, CapturedTensor* c, bool stats_later = false,
+             PayloadPool* pool = nullptr) {
   if (!describe(t, c)) return false;
   const size_t n = static_cast<size_t>(t.numel());
   if (n == 0) {
@@ -106,6 +108,7 @@ bool capture(const at::Tensor& t, bool with_data, CapturedTensor* c, bool stats_
   }
   const uint8_t* src = nullptr;
   std::vector<uint8_t> scratch;
+  if (with_data && pool) c->data = pool->take(c->bytes);
   if (t.is_contiguous()) {
     src = static_cast<const uint8_t*>(t.data_ptr());
     if (with_data) c->data.assign(src, src + c->bytes);
@@ -285,6 +288,9 @@ struct Dumper::Impl {
   std::string run_dir;
   std::atomic<uint64_t> task_id{0};
   std::unique_ptr<DumpWriter> files;  // between start() and stop()
+  // Payload buffers, kept across start() and stop(): a run dumping several steps, or a program
+  // dumping in several windows, touches fresh memory only for its first step.
+  std::unique_ptr<PayloadPool> pool = std::make_unique<PayloadPool>(size_t{64} << 20);
   bool restore_tracking = false;
   // Call numbering: per step, per phase and type.
   int64_t numbering_step = kNoStep;
@@ -401,7 +407,8 @@ struct Dumper::Impl {
   void take(const Pending& p, const at::Tensor& t, std::vector<CapturedTensor>* list) const {
     CapturedTensor c;
     const bool tensor_mode = config.data == DumpDataKind::kTensor;
-    const bool kept = p.sizing ? describe(t, &c) : capture(t, tensor_mode, &c, /*stats_later=*/tensor_mode);
+    const bool kept =
+        p.sizing ? describe(t, &c) : capture(t, tensor_mode, &c, /*stats_later=*/tensor_mode, pool.get());
     if (kept) list->push_back(std::move(c));
   }
 
@@ -697,6 +704,7 @@ Status Dumper::start() {
     o.rows = m.writer;
     o.on_error = [&m](const Status& s) { m.halt(s); };
     o.on_written = [&m](const DumpedOp& op) { m.written(op); };
+    o.pool = m.pool.get();
     m.files = std::make_unique<DumpWriter>(std::move(o));
     m.started = true;
   }
