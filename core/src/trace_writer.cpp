@@ -15,9 +15,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // zstd level of dumped payloads. The test CNN's dumped step (60 MB, `zstd -b`, one core here):
-// level 1 stores 2.6x smaller at 490 MB/s, -3 2.2x smaller at 860 MB/s; with -3 the whole dumped
-// step took 123-132 ms against 151-173 ms with 1.
-constexpr int kDumpZstdLevel = -3;
+// level 1 stores 2.6x smaller at 490 MB/s, -3 2.16x at 860 MB/s, -5 2.15x at 1,020 MB/s, -7
+// 2.06x at 1,130 MB/s. With -3 against 1 the whole dumped step took 123-132 ms against 151-173.
+constexpr int kDumpZstdLevel = -5;
 // Stored tensor-dump bytes after which the writer commits without waiting for its interval.
 constexpr size_t kDumpBytesPerCommit = size_t{8} << 20;
 
