@@ -206,11 +206,13 @@ Status TraceWriter::prepareStatements() {
   return Status::ok();
 }
 
-void TraceWriter::enqueue(Item item) {
+void TraceWriter::enqueue(Item item, bool wake) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(item));
     ++enqueued_seq_;
+    if (!wake) return;  // written at the writer's next wake, at the latest its commit interval
+    wake_ = true;
   }
   cv_.notify_one();
 }
@@ -219,6 +221,7 @@ Status TraceWriter::enqueueAndWait(Item item) {
   std::unique_lock<std::mutex> lock(mu_);
   queue_.push_back(std::move(item));
   const uint64_t seq = ++enqueued_seq_;
+  wake_ = true;
   cv_.notify_one();
   done_cv_.wait(lock, [&] { return committed_seq_ >= seq || !error_.isOk(); });
   return error_;
@@ -226,6 +229,7 @@ Status TraceWriter::enqueueAndWait(Item item) {
 
 bool TraceWriter::submit(std::unique_ptr<OpBuffer>& buffer) {
   if (!buffer || buffer->size == 0) return true;
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     // A partial buffer (a step boundary's flush) joins the newest queued buffer when it fits,
@@ -242,6 +246,11 @@ bool TraceWriter::submit(std::unique_ptr<OpBuffer>& buffer) {
     if (queued_buffers_ < options_.max_queued_buffers) {
       ++queued_buffers_;
       pending_records_ += buffer->size;
+      // A full buffer wakes the writer; a step boundary's partial one waits for the next wake
+      // (a full buffer, a command, the commit interval) unless the queue is filling up. So a
+      // training loop does not wake the writer, and take a core from it, at every step.
+      wake = buffer->full() || queued_buffers_ * 2 >= options_.max_queued_buffers;
+      wake_ = wake_ || wake;
       open_tail_ = buffer.get();
       queue_.push_back(std::move(buffer));
       ++enqueued_seq_;
@@ -253,7 +262,7 @@ bool TraceWriter::submit(std::unique_ptr<OpBuffer>& buffer) {
     buffer->size = 0;
     return false;
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
   buffer = takeBuffer();
   return true;
 }
@@ -262,6 +271,8 @@ int64_t TraceWriter::waitForBacklog(size_t max_records) {
   std::unique_lock<std::mutex> lock(mu_);
   if (pending_records_ <= max_records || !error_.isOk()) return 0;
   const int64_t t0 = nowNs();
+  wake_ = true;
+  cv_.notify_one();
   done_cv_.wait(lock, [&] { return pending_records_ <= max_records || !error_.isOk() || stop_; });
   return nowNs() - t0;
 }
@@ -279,11 +290,12 @@ std::unique_ptr<OpBuffer> TraceWriter::takeBuffer() {
   return std::make_unique<OpBuffer>();
 }
 
-void TraceWriter::addStep(const StepRecord& r) { enqueue(r); }
-void TraceWriter::addOverflow(const OverflowRecord& r) { enqueue(r); }
-void TraceWriter::addMemory(const MemoryRecord& r) { enqueue(r); }
+// Small records wait for the writer's next wake.
+void TraceWriter::addStep(const StepRecord& r) { enqueue(r, false); }
+void TraceWriter::addOverflow(const OverflowRecord& r) { enqueue(r, false); }
+void TraceWriter::addMemory(const MemoryRecord& r) { enqueue(r, false); }
 void TraceWriter::addMemory(std::vector<MemoryRecord>&& batch) {
-  if (!batch.empty()) enqueue(std::move(batch));
+  if (!batch.empty()) enqueue(std::move(batch), false);
 }
 void TraceWriter::addTensorDumps(std::vector<TensorDumpRecord>&& batch) {
   if (batch.empty()) return;
@@ -305,6 +317,7 @@ void TraceWriter::addTensorDumps(std::vector<TensorDumpRecord>&& batch) {
     pending_dump_bytes_ += bytes;
     queue_.push_back(std::move(batch));
     ++enqueued_seq_;
+    wake_ = true;
   }
   cv_.notify_one();
 }
@@ -593,7 +606,8 @@ void TraceWriter::run() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       const auto deadline = in_txn_ ? last_commit + interval : Clock::now() + interval;
-      cv_.wait_until(lock, deadline, [&] { return stop_ || !queue_.empty(); });
+      cv_.wait_until(lock, deadline, [&] { return stop_ || wake_; });
+      wake_ = false;
       batch.swap(queue_);
       queued_buffers_ = 0;
       open_tail_ = nullptr;

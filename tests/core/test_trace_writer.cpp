@@ -123,6 +123,39 @@ TEST(TraceWriter, CommitsWithinTheIntervalWithoutFlush) {
   EXPECT_EQ(scalar(p, "SELECT status='running' FROM runs"), 1);
 }
 
+// A training loop's step ends hand over partial buffers and step records without waking the
+// writer (each wake takes a core from the training threads); a full buffer wakes it, and it
+// then writes everything queued. The 5 s interval is far from every check here.
+TEST(TraceWriter, StepEndRecordsWaitForAWakeAndAFullBufferWakesTheWriter) {
+  const std::string p = tempPath("wake.db");
+  auto w = TraceWriter::open(p, TraceWriter::Options{5000, 16});
+  ASSERT_TRUE(w.isOk());
+  ASSERT_TRUE((*w)->beginRun(info()).isOk());
+  const uint32_t name = StringTable::global().intern("aten::x");
+  auto buf = (*w)->takeBuffer();
+  for (int i = 0; i < 10; ++i) buf->records[buf->size++] = OpRecord{i + 1, -1, i, 1, -1, -1, -1, 9, 0, name};
+  ASSERT_TRUE((*w)->submit(buf));
+  StepRecord s;
+  s.step = 0;
+  (*w)->addStep(s);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ((*w)->writtenOps(), 0u);
+
+  buf = (*w)->takeBuffer();
+  for (int64_t i = 0; i < static_cast<int64_t>(OpBuffer::kCapacity); ++i) {
+    buf->records[buf->size++] = OpRecord{100 + i, -1, i, 1, -1, -1, -1, 9, 0, name};
+  }
+  ASSERT_TRUE((*w)->submit(buf));
+  const uint64_t all = 10 + OpBuffer::kCapacity;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while ((*w)->writtenOps() < all && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ((*w)->writtenOps(), all);
+  ASSERT_TRUE((*w)->flush().isOk());
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM steps"), 1);
+}
+
 // Dumped payloads commit by size as well as by time, so their pages reach the file while the
 // dumper is still producing rather than in one burst at its flush. With an interval of ten
 // minutes, only the size can have committed them.

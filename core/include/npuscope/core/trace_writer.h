@@ -92,7 +92,9 @@ class TraceWriter {
 
   TraceWriter(ScopedDb db, Options options);
   Status prepareStatements();
-  void enqueue(Item item);
+  // `wake`: the writer starts on it now; otherwise at its next wake (at the latest its commit
+  // interval).
+  void enqueue(Item item, bool wake = true);
   // Enqueues a command and waits until the writer has committed it.
   Status enqueueAndWait(Item item);
   void run();
@@ -124,6 +126,7 @@ class TraceWriter {
   OpBuffer* open_tail_ = nullptr;  // the newest queued buffer, which partial buffers may join
   uint64_t enqueued_seq_ = 0, committed_seq_ = 0;
   bool stop_ = false;
+  bool wake_ = false;  // something queued wants the writer before its commit interval is up
   Status error_;
   std::vector<std::unique_ptr<OpBuffer>> free_buffers_;
 
