@@ -4,7 +4,9 @@
 // of adjacent blocks gives one ratio, and the median of those ratios is reported: adjacent blocks
 // share the machine's state of the moment, so a host that slows down or speeds up mid-run (this
 // VM's speed changes in steps under load from outside) moves both sides of a pair together,
-// where a ratio of two separately taken medians can pair a fast A with a slow B.
+// where a ratio of two separately taken medians can pair a fast A with a slow B. Beside it,
+// `<name>_of_medians` and `<name>_of_means` (total A time over total B time, which counts the
+// rare slow call a median leaves out, e.g. a background thread's periodic burst).
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -22,6 +24,7 @@ struct RatioResult {
   double b_ns = 0;          // median time of one call of B
   double pair_ratio = 0;    // median over adjacent block pairs of A time / B time
   double pair_diff_ns = 0;  // median over adjacent block pairs of A time - B time, per call
+  double mean_ratio = 0;    // total A time / total B time: what rare slow calls cost, too
   double ratio() const { return pair_ratio; }
 };
 
@@ -65,7 +68,9 @@ inline RatioResult alternateBlocks(benchmark::State& state, const std::function<
     if (y > 0) ratios.push_back(x / y);
     diffs.push_back(x - y);
   }
-  return {medianOf(ta), medianOf(tb), medianOf(ratios), medianOf(diffs)};
+  double sa = 0, sb = 0;
+  for (size_t i = 0; i < ta.size(); ++i) sa += ta[i], sb += tb[i];
+  return {medianOf(ta), medianOf(tb), medianOf(ratios), medianOf(diffs), sb > 0 ? sa / sb : 0};
 }
 
 inline RatioResult measureRatio(benchmark::State& state, const std::function<void()>& a,
@@ -78,6 +83,7 @@ inline void reportRatio(benchmark::State& state, const std::string& name, const 
                         const std::string& a_label, const std::string& b_label) {
   state.counters[name] = r.ratio();
   state.counters[name + "_of_medians"] = r.b_ns > 0 ? r.a_ns / r.b_ns : 0;
+  state.counters[name + "_of_means"] = r.mean_ratio;
   state.counters[a_label + "_us"] = r.a_ns / 1e3;
   state.counters[b_label + "_us"] = r.b_ns / 1e3;
 }
