@@ -35,7 +35,7 @@ struct CapturedTensor {
   std::vector<int64_t> shape;
   std::string format;
   compare::TensorStats stats;
-  bool stats_pending = false;  // taken by the DumpWriter thread from `data`
+  bool stats_pending = false;  // taken by a DumpWriter thread from `data`
   std::vector<uint8_t> data;
   size_t bytes = 0;  // payload size whether or not kept
 };
@@ -83,8 +83,8 @@ class DumpWriter {
     size_t max_queued_bytes = size_t{64} << 20;     // push() waits beyond this much payload
     int threads = 0;                                // 0: one per core, at most kMaxThreads
     PayloadPool* pool = nullptr;  // raw payloads go back here once stored compressed
-    std::function<void(const Status&)> on_error;    // the first write error, on the writer thread
-    std::function<void(const DumpedOp&)> on_written;  // each op written (file, when any, and rows)
+    std::function<void(const Status&)> on_error;    // the first write error, on a writer thread
+    std::function<void(const DumpedOp&)> on_written;  // each op written (file, rows), in push order
   };
   static constexpr int kMaxThreads = 4;
   explicit DumpWriter(Options options);

@@ -1,6 +1,6 @@
 // The op dumper: the device's op observer, capture of op arguments and results straight from
 // npu memory (host memory) and their statistics on the op thread; files and rows are written by
-// the DumpWriter thread.
+// the DumpWriter threads.
 #include "npuscope/dumper/dumper.h"
 
 #include <sys/stat.h>
@@ -96,7 +96,7 @@ bool describe(const at::Tensor& t, CapturedTensor* c) {
 }
 
 // describe() plus, when `with_data`, the elements in logical order, and the statistics: now, or
-// with `stats_later` (and data) left to the DumpWriter thread, so the op thread only copies.
+// with `stats_later` (and data) left to the DumpWriter threads, so the op thread only copies.
 // Data buffers come from `pool` when given.
 bool capture(const at::Tensor& t, bool with_data, CapturedTensor* c, bool stats_later = false,
              PayloadPool* pool = nullptr) {
@@ -489,7 +489,7 @@ struct Dumper::Impl {
     sized.trace_bytes += e.trace_bytes;
   }
 
-  // Hands the op to the DumpWriter thread (its file, then its rows).
+  // Hands the op to the DumpWriter threads (its file, then its rows).
   void emit(Pending& p, std::vector<CapturedTensor>& outputs) {
     DumpedOp op;
     op.with_data = config.data != DumpDataKind::kStats;
@@ -515,7 +515,7 @@ struct Dumper::Impl {
     files->push(std::move(op));
   }
 
-  // The DumpWriter thread wrote `op`.
+  // A DumpWriter thread wrote `op` (called in push order).
   void written(const DumpedOp& op) {
     std::lock_guard<std::mutex> lock(mu);
     ++counters.ops_dumped;

@@ -26,12 +26,13 @@
 // its own work is never dumped; a thread-local guard enforces it anyway.
 //
 // Where dumps go: `tensor_dumps` rows through the attached TraceWriter (payloads zstd-compressed
-// on the writer thread when that pays) and, when dump_path is set, Ascend-format files under
+// when that pays) and, when dump_path is set, Ascend-format files under
 // `{dump_path}/{YYYYMMDDhhmmss}/{device_id}/` (dump_file.h). In tensor mode the op thread only
-// copies the tensors; a background thread takes their statistics, writes each op's file (one
-// gathered write of header and payloads, its write-back started at once) and then hands the
-// same payloads, uncopied, to the TraceWriter. The queue between them is bounded (the op thread
-// waits beyond it); statistics-only rows without files skip it. A write error (disk full,
+// copies the tensors (into buffers reused from op to op); background threads, one per core, each
+// take an op's statistics, write its file (one gathered write of header and payloads, its
+// write-back started at once), compress the same payloads and hand them to the TraceWriter, in
+// the order the ops ran. The queue between them is bounded (the op thread waits beyond it);
+// statistics-only rows without files skip it. A write error (disk full,
 // dump_path removed) stops dumping with one message on stderr: the failing op and everything
 // queued after it are dropped, files and rows alike; training goes on, and status() reports it.
 // Rows carry the op_events id of the op that produced them while a RecordingSession records
