@@ -11,7 +11,10 @@
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   namespace prof = npuscope::profiler;
-  auto s = prof::RecordingSession::start({argv[1], npuscope::RunInfo{0, 0, "kill_child", "mlp"}, prof::Schedule()});
+  npuscope::RunInfo run;
+  run.command = "kill_child";
+  run.model = "mlp";
+  auto s = prof::RecordingSession::start({argv[1], run, prof::Schedule()});
   if (!s.isOk()) {
     std::fprintf(stderr, "%s\n", s.status().message().c_str());
     return 1;

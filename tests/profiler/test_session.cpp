@@ -67,7 +67,10 @@ void trainSteps(RecordingSession& s, int steps, bool fp16_extra = false) {
 TEST(RecordingSession, RecordsAConsistentOpTreeWithBackward) {
   const std::string p = tempPath("tree.db");
   {
-    auto s = RecordingSession::start({p, RunInfo{0, 0, "test", "linear"}, Schedule()});
+    RunInfo run;
+    run.command = "test";
+    run.model = "linear";
+    auto s = RecordingSession::start({p, run, Schedule()});
     ASSERT_TRUE(s.isOk()) << s.status().message();
     trainSteps(**s, 3);
     ASSERT_TRUE((*s)->stop("completed").isOk());
