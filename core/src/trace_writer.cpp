@@ -191,6 +191,11 @@ Status TraceWriter::prepareStatements() {
       "INSERT INTO overflow_events(run_id, step, ts_ns, source, op_name, detail) VALUES (?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(insert_memory_, prepare(db,
       "INSERT INTO memory(run_id, ts_ns, device, allocated, reserved) VALUES (?,?,?,?,?)"));
+  {
+    std::string sql = "INSERT INTO memory(run_id, ts_ns, device, allocated, reserved) VALUES ";
+    for (size_t i = 0; i < kMemoryPerInsert; ++i) sql += i ? ",(?,?,?,?,?)" : "(?,?,?,?,?)";
+    ASSIGN_OR_RETURN(insert_memories_, prepare(db, sql));
+  }
   ASSIGN_OR_RETURN(insert_dump_, prepare(db,
       "INSERT INTO tensor_dumps(run_id, step, op_id, op_name, op_type, io, idx, dtype, shape, format, min, max, mean,"
       " l2norm, nan_count, inf_count, data) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
@@ -506,7 +511,14 @@ Status TraceWriter::write(Item& item) {
   }
   if (auto* m = std::get_if<MemoryRecord>(&item)) return writeMemory(*m);
   if (auto* batch = std::get_if<std::vector<MemoryRecord>>(&item)) {
-    for (const MemoryRecord& m : *batch) RETURN_IF_ERROR(writeMemory(m));
+    // kMemoryPerInsert rows per statement (a training step allocates a hundred times or more).
+    size_t at = 0;
+    for (; at + kMemoryPerInsert <= batch->size(); at += kMemoryPerInsert) {
+      sqlite3_stmt* st = insert_memories_.get();
+      for (size_t i = 0; i < kMemoryPerInsert; ++i) bindMemory(st, static_cast<int>(5 * i), (*batch)[at + i]);
+      RETURN_IF_ERROR(stepStatement(db, st));
+    }
+    for (; at < batch->size(); ++at) RETURN_IF_ERROR(writeMemory((*batch)[at]));
     return Status::ok();
   }
   if (auto* dumps = std::get_if<std::vector<TensorDumpRecord>>(&item)) {
@@ -544,13 +556,17 @@ Status TraceWriter::write(Item& item) {
   return Status::ok();  // FlushCmd: only needs the commit
 }
 
+void TraceWriter::bindMemory(sqlite3_stmt* st, int first, const MemoryRecord& m) {
+  sqlite3_bind_int64(st, first + 1, run_id_.load());
+  sqlite3_bind_int64(st, first + 2, m.ts_ns);
+  sqlite3_bind_int(st, first + 3, m.device);
+  sqlite3_bind_int64(st, first + 4, static_cast<int64_t>(m.allocated));
+  sqlite3_bind_int64(st, first + 5, static_cast<int64_t>(m.reserved));
+}
+
 Status TraceWriter::writeMemory(const MemoryRecord& m) {
   sqlite3_stmt* st = insert_memory_.get();
-  sqlite3_bind_int64(st, 1, run_id_.load());
-  sqlite3_bind_int64(st, 2, m.ts_ns);
-  sqlite3_bind_int(st, 3, m.device);
-  sqlite3_bind_int64(st, 4, static_cast<int64_t>(m.allocated));
-  sqlite3_bind_int64(st, 5, static_cast<int64_t>(m.reserved));
+  bindMemory(st, 0, m);
   return stepStatement(db_.get(), st);
 }
 

@@ -358,6 +358,7 @@ void setMode(bool callbacks_on, bool keep) {
 }
 
 void removeCallbacksForBaseline() {
+  g_keep.store(false);  // memory events, which come from the allocator, not the callbacks
   if (g_handle == 0) return;
   at::removeCallback(g_handle);
   g_handle = 0;

@@ -14,8 +14,8 @@ void start(TraceWriter* writer, bool record_shapes, bool record_memory);
 // Whether ops are kept (warmup: callbacks run, records discarded) and whether callbacks run.
 void setMode(bool callbacks_on, bool keep);
 void setStep(int64_t step);
-// Benchmarks only: takes the callbacks out of libtorch altogether (the "no profiler" baseline);
-// the next setMode() registers them again.
+// Benchmarks only: takes the callbacks out of libtorch altogether and stops keeping memory
+// events (the "no profiler" baseline); the next setMode() registers and keeps them again.
 void removeCallbacksForBaseline();
 // Disables the callbacks and hands every thread's remaining records to the writer.
 void stop();

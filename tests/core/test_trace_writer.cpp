@@ -271,6 +271,35 @@ TEST(TraceWriter, WalIsCheckpointedWhileWritingAndRemovedAtClose) {
   EXPECT_EQ(scalar(p, "SELECT sum(length(data)) FROM tensor_dumps"), 24 << 20);
 }
 
+// A batch of memory samples is written 32 rows per statement and the rest one by one: every
+// sample arrives with its own values, in order.
+TEST(TraceWriter, MemoryBatchesKeepEverySample) {
+  const std::string p = tempPath("memory_batch.db");
+  {
+    auto w = TraceWriter::open(p);
+    ASSERT_TRUE(w.isOk());
+    ASSERT_TRUE((*w)->beginRun(info()).isOk());
+    std::vector<MemoryRecord> batch;
+    for (int i = 0; i < 100; ++i) {
+      batch.push_back(MemoryRecord{1000 + i, i % 3, static_cast<uint64_t>(i) * 512, static_cast<uint64_t>(i) * 1024 + 7});
+    }
+    (*w)->addMemory(std::move(batch));
+    ASSERT_TRUE((*w)->flush().isOk());
+  }
+  auto db = openTraceDatabase(p, OpenMode::kReadOnly);
+  ASSERT_TRUE(db.isOk());
+  auto st = prepare(db->get(), "SELECT ts_ns, device, allocated, reserved FROM memory ORDER BY rowid");
+  ASSERT_TRUE(st.isOk());
+  int i = 0;
+  for (; sqlite3_step(st->get()) == SQLITE_ROW; ++i) {
+    ASSERT_EQ(sqlite3_column_int64(st->get(), 0), 1000 + i);
+    ASSERT_EQ(sqlite3_column_int(st->get(), 1), i % 3);
+    ASSERT_EQ(sqlite3_column_int64(st->get(), 2), int64_t{i} * 512);
+    ASSERT_EQ(sqlite3_column_int64(st->get(), 3), int64_t{i} * 1024 + 7);
+  }
+  EXPECT_EQ(i, 100);
+}
+
 TEST(TraceWriter, StringIdsAreMappedIntoEachFile) {
   const std::string p = tempPath("strings.db");
   {

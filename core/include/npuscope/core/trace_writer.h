@@ -103,6 +103,7 @@ class TraceWriter {
   Status writeOpBlocks(const OpBuffer& b);
   Status writeNewStrings();
   Status writeMemory(const MemoryRecord& m);
+  void bindMemory(sqlite3_stmt* st, int first, const MemoryRecord& m);  // parameters first+1..first+5
   Status writeTensorDump(const TensorDumpRecord& d);
   Status commit();
   // The checkpointer: copies committed WAL pages into the database on its own connection and
@@ -114,7 +115,8 @@ class TraceWriter {
   ScopedDb db_;
   Options options_;
   static constexpr size_t kOpsPerInsert = 32;  // rows per multi-row INSERT of ops
-  ScopedStmt insert_op_, insert_ops_, insert_block_, insert_step_, insert_overflow_, insert_memory_, insert_dump_, insert_string_, insert_run_,
+  static constexpr size_t kMemoryPerInsert = 32;  // and of memory samples
+  ScopedStmt insert_op_, insert_ops_, insert_block_, insert_step_, insert_overflow_, insert_memory_, insert_memories_, insert_dump_, insert_string_, insert_run_,
       end_run_, begin_, commit_;
 
   mutable std::mutex mu_;
