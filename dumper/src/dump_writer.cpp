@@ -142,24 +142,46 @@ void DumpWriter::run() {
         }
       }
     }
+    Done done{std::move(op), std::move(rows), ok, bytes};
     {
-      std::unique_lock<std::mutex> lock(turn_mu_);
-      turn_cv_.wait(lock, [&] { return handed_ == q.seq; });
+      std::lock_guard<std::mutex> lock(turn_mu_);
+      ready_.emplace(q.seq, std::move(done));
+      if (handing_) continue;  // the thread handing over rows takes this op when its turn comes
+      handing_ = true;
     }
-    // Alone here until handed_ moves on. Every op pushed before this one has had its turn, so a
-    // failure among them is known.
-    if (ok && q.seq < failed_seq_.load()) {
-      if (options_.on_written) options_.on_written(op);
-      if (options_.rows) options_.rows->addTensorDumps(std::move(rows));
+    handReady();
+  }
+}
+
+// Hands over, in push order, every finished op whose turn has come; one thread at a time (the
+// others only leave their ops in ready_), so no writer thread waits for another's op.
+void DumpWriter::handReady() {
+  for (;;) {
+    Done d;
+    uint64_t seq = 0;
+    {
+      std::lock_guard<std::mutex> lock(turn_mu_);
+      auto it = ready_.find(handed_);
+      if (it == ready_.end()) {
+        handing_ = false;
+        return;
+      }
+      seq = it->first;
+      d = std::move(it->second);
+      ready_.erase(it);
+    }
+    // Every op pushed before this one has been handed over, so a failure among them is known.
+    if (d.ok && seq < failed_seq_.load()) {
+      if (options_.on_written) options_.on_written(d.op);
+      if (options_.rows) options_.rows->addTensorDumps(std::move(d.rows));
     }
     {
       std::lock_guard<std::mutex> lock(turn_mu_);
       ++handed_;
     }
-    turn_cv_.notify_all();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queued_bytes_ -= bytes;
+      queued_bytes_ -= d.bytes;
       ++finished_;
     }
     done_cv_.notify_all();

@@ -104,7 +104,14 @@ class DumpWriter {
     DumpedOp op;
     uint64_t seq = 0;  // push order
   };
+  struct Done {  // an op written, its rows waiting for their turn
+    DumpedOp op;
+    std::vector<TensorDumpRecord> rows;
+    bool ok = false;
+    size_t bytes = 0;
+  };
   void run();
+  void handReady();
   Status write(DumpedOp& op);
   std::vector<TensorDumpRecord> rowsOf(DumpedOp& op);  // moves the payloads, encoded, into rows
   void handRows(DumpedOp& op);
@@ -120,8 +127,9 @@ class DumpWriter {
   std::atomic<uint64_t> failed_seq_{UINT64_MAX};  // the first op (in push order) that failed
   // Rows are handed in push order: the op with sequence number `handed_` goes next.
   std::mutex turn_mu_;
-  std::condition_variable turn_cv_;
+  std::map<uint64_t, Done> ready_;  // finished ops by sequence number
   uint64_t handed_ = 0;
+  bool handing_ = false;  // a thread is in handReady()
   std::mutex dirs_mu_;
   std::set<std::string> dirs_;  // directories already created
   std::vector<std::thread> threads_;
