@@ -170,17 +170,25 @@ TraceWriter::~TraceWriter() {
 
 Status TraceWriter::prepareStatements() {
   sqlite3* db = db_.get();
-  // One row per statement for a buffer's last few ops, kOpsPerInsert rows for the others:
-  // SQLite's per-statement work (VDBE setup, reset, journal checks) is a good part of a row's cost.
-  auto insertOps = [](size_t rows) {
-    std::string sql =
-        "INSERT INTO op_events(id, run_id, step, name_id, start_ns, dur_ns, thread_id, depth, parent_id, seq_nr,"
-        " is_backward, shapes_id, dtypes_id, device, device_start_ns, device_dur_ns) VALUES ";
-    for (size_t i = 0; i < rows; ++i) sql += i ? ",(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)" : "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+  // One row per statement for a batch's last few rows, kOpsPerInsert (kMemoryPerInsert) rows
+  // for the others: SQLite's per-statement work (VDBE setup, reset, journal checks) is a good
+  // part of a row's cost.
+  auto insertRows = [](const char* head, int columns, size_t rows) {
+    std::string one = "(?";
+    for (int c = 1; c < columns; ++c) one += ",?";
+    one += ")";
+    std::string sql = head;
+    for (size_t i = 0; i < rows; ++i) sql += (i ? "," : " VALUES ") + one;
     return sql;
   };
-  ASSIGN_OR_RETURN(insert_op_, prepare(db, insertOps(1)));
-  ASSIGN_OR_RETURN(insert_ops_, prepare(db, insertOps(kOpsPerInsert)));
+  const char* ops =
+      "INSERT INTO op_events(id, run_id, step, name_id, start_ns, dur_ns, thread_id, depth, parent_id, seq_nr,"
+      " is_backward, shapes_id, dtypes_id, device, device_start_ns, device_dur_ns)";
+  const char* memory = "INSERT INTO memory(run_id, ts_ns, device, allocated, reserved)";
+  ASSIGN_OR_RETURN(insert_op_, prepare(db, insertRows(ops, 16, 1)));
+  ASSIGN_OR_RETURN(insert_ops_, prepare(db, insertRows(ops, 16, kOpsPerInsert)));
+  ASSIGN_OR_RETURN(insert_memory_, prepare(db, insertRows(memory, 5, 1)));
+  ASSIGN_OR_RETURN(insert_memories_, prepare(db, insertRows(memory, 5, kMemoryPerInsert)));
   ASSIGN_OR_RETURN(insert_block_, prepare(db,
       "INSERT INTO op_blocks(run_id, thread_id, first_id, last_id, ops, backward_ops, min_start_ns, max_start_ns,"
       " max_end_ns, min_step, max_step) VALUES (?,?,?,?,?,?,?,?,?,?,?)"));
@@ -189,13 +197,6 @@ Status TraceWriter::prepareStatements() {
       " VALUES (?,?,?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(insert_overflow_, prepare(db,
       "INSERT INTO overflow_events(run_id, step, ts_ns, source, op_name, detail) VALUES (?,?,?,?,?,?)"));
-  ASSIGN_OR_RETURN(insert_memory_, prepare(db,
-      "INSERT INTO memory(run_id, ts_ns, device, allocated, reserved) VALUES (?,?,?,?,?)"));
-  {
-    std::string sql = "INSERT INTO memory(run_id, ts_ns, device, allocated, reserved) VALUES ";
-    for (size_t i = 0; i < kMemoryPerInsert; ++i) sql += i ? ",(?,?,?,?,?)" : "(?,?,?,?,?)";
-    ASSIGN_OR_RETURN(insert_memories_, prepare(db, sql));
-  }
   ASSIGN_OR_RETURN(insert_dump_, prepare(db,
       "INSERT INTO tensor_dumps(run_id, step, op_id, op_name, op_type, io, idx, dtype, shape, format, min, max, mean,"
       " l2norm, nan_count, inf_count, data) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
