@@ -81,7 +81,7 @@ DumpWriter::~DumpWriter() {
 }
 
 void DumpWriter::push(DumpedOp&& op) {
-  if (failed_.load(std::memory_order_relaxed)) return;
+  if (failed()) return;
   if (op.dir.empty() && !op.with_data) {
     // Nothing to write or compute (and nothing queued before it: dump_path and dump_data hold
     // for every op): the rows go straight to the TraceWriter, sparing statistics-only dumps a
@@ -121,7 +121,7 @@ void DumpWriter::run() {
     const size_t bytes = payloadOf(op);
     bool ok = false;
     std::vector<TensorDumpRecord> rows;
-    if (!failed_.load(std::memory_order_relaxed)) {
+    if (!failed()) {
       for (auto* list : {&op.inputs, &op.outputs}) {
         for (auto& c : *list) {
           if (!c.stats_pending) continue;
@@ -134,10 +134,11 @@ void DumpWriter::run() {
       if (ok) {
         rows = rowsOf(op);
       } else {
+        // Keep the earliest failed op; the thread that records the first failure reports it.
         uint64_t first = failed_seq_.load();
         while (q.seq < first && !failed_seq_.compare_exchange_weak(first, q.seq)) {
         }
-        if (!failed_.exchange(true) && options_.on_error) {
+        if (first == kNoFailure && options_.on_error) {
           options_.on_error(s);  // this op and everything pushed after it are dropped
         }
       }
@@ -166,7 +167,7 @@ void DumpWriter::handReady() {
         handing_ = false;
         return;
       }
-      seq = it->first;
+      seq = handed_++;  // only this thread hands over, so the next turn can be taken now
       d = std::move(it->second);
       ready_.erase(it);
     }
@@ -174,10 +175,6 @@ void DumpWriter::handReady() {
     if (d.ok && seq < failed_seq_.load()) {
       if (options_.on_written) options_.on_written(d.op);
       if (options_.rows) options_.rows->addTensorDumps(std::move(d.rows));
-    }
-    {
-      std::lock_guard<std::mutex> lock(turn_mu_);
-      ++handed_;
     }
     {
       std::lock_guard<std::mutex> lock(mu_);

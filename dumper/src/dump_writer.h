@@ -123,8 +123,9 @@ class DumpWriter {
   size_t queued_bytes_ = 0;
   uint64_t pushed_ = 0, finished_ = 0;
   bool stop_ = false;
-  std::atomic<bool> failed_{false};
-  std::atomic<uint64_t> failed_seq_{UINT64_MAX};  // the first op (in push order) that failed
+  static constexpr uint64_t kNoFailure = UINT64_MAX;
+  std::atomic<uint64_t> failed_seq_{kNoFailure};  // the first op (in push order) that failed
+  bool failed() const { return failed_seq_.load(std::memory_order_relaxed) != kNoFailure; }
   // Rows are handed in push order: the op with sequence number `handed_` goes next.
   std::mutex turn_mu_;
   std::map<uint64_t, Done> ready_;  // finished ops by sequence number
