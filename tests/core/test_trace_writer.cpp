@@ -41,6 +41,23 @@ RunInfo info() {
   return r;
 }
 
+// xorshift bytes: incompressible, so stored at full size.
+std::vector<uint8_t> xorshiftBytes(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) {
+    seed ^= seed << 13;
+    seed ^= seed >> 17;
+    seed ^= seed << 5;
+    b = static_cast<uint8_t>(seed);
+  }
+  return v;
+}
+
+// Appends `count` top-level ops named `name`, ids from `first_id`, to `buf`.
+void fillOps(OpBuffer& buf, int64_t first_id, int64_t count, uint32_t name) {
+  for (int64_t i = 0; i < count; ++i) buf.records[buf.size++] = OpRecord{first_id + i, -1, i, 1, -1, -1, -1, 9, 0, name};
+}
+
 TEST(TraceWriter, FourProducersLoseNothing) {
   const std::string p = tempPath("four.db");
   constexpr int kThreads = 4, kBuffers = 30, kPerBuffer = 1000;
@@ -107,9 +124,7 @@ TEST(TraceWriter, CommitsWithinTheIntervalWithoutFlush) {
   ASSERT_TRUE(w.isOk());
   ASSERT_TRUE((*w)->beginRun(info()).isOk());
   auto buf = (*w)->takeBuffer();
-  for (int i = 0; i < 10; ++i) {
-    buf->records[buf->size++] = OpRecord{i + 1, -1, i, 1, -1, -1, -1, 9, 0, StringTable::global().intern("aten::x")};
-  }
+  fillOps(*buf, 1, 10, StringTable::global().intern("aten::x"));
   ASSERT_TRUE((*w)->submit(buf));
   StepRecord s;
   s.step = 0;
@@ -133,7 +148,7 @@ TEST(TraceWriter, StepEndRecordsWaitForAWakeAndAFullBufferWakesTheWriter) {
   ASSERT_TRUE((*w)->beginRun(info()).isOk());
   const uint32_t name = StringTable::global().intern("aten::x");
   auto buf = (*w)->takeBuffer();
-  for (int i = 0; i < 10; ++i) buf->records[buf->size++] = OpRecord{i + 1, -1, i, 1, -1, -1, -1, 9, 0, name};
+  fillOps(*buf, 1, 10, name);
   ASSERT_TRUE((*w)->submit(buf));
   StepRecord s;
   s.step = 0;
@@ -142,9 +157,7 @@ TEST(TraceWriter, StepEndRecordsWaitForAWakeAndAFullBufferWakesTheWriter) {
   EXPECT_EQ((*w)->writtenOps(), 0u);
 
   buf = (*w)->takeBuffer();
-  for (int64_t i = 0; i < static_cast<int64_t>(OpBuffer::kCapacity); ++i) {
-    buf->records[buf->size++] = OpRecord{100 + i, -1, i, 1, -1, -1, -1, 9, 0, name};
-  }
+  fillOps(*buf, 100, static_cast<int64_t>(OpBuffer::kCapacity), name);
   ASSERT_TRUE((*w)->submit(buf));
   const uint64_t all = 10 + OpBuffer::kCapacity;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
@@ -171,13 +184,7 @@ TEST(TraceWriter, LargeDumpPayloadsCommitWithoutWaitingForTheInterval) {
     r.io = "output";
     r.dtype = "uint8";
     r.shape = "[" + std::to_string(bytes) + "]";
-    r.data.resize(bytes);
-    for (auto& b : r.data) {  // xorshift bytes: incompressible, so stored at full size
-      seed ^= seed << 13;
-      seed ^= seed >> 17;
-      seed ^= seed << 5;
-      b = static_cast<uint8_t>(seed);
-    }
+    r.data = xorshiftBytes(bytes, seed);
     return r;
   };
   std::vector<TensorDumpRecord> small;
@@ -196,17 +203,6 @@ TEST(TraceWriter, LargeDumpPayloadsCommitWithoutWaitingForTheInterval) {
   }
   EXPECT_EQ(seen, 2);
   EXPECT_EQ(scalar(p, "SELECT length(data) FROM tensor_dumps WHERE idx=0 ORDER BY id DESC LIMIT 1"), 12 << 20);
-}
-
-std::vector<uint8_t> xorshiftBytes(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  for (auto& b : v) {
-    seed ^= seed << 13;
-    seed ^= seed >> 17;
-    seed ^= seed << 5;
-    b = static_cast<uint8_t>(seed);
-  }
-  return v;
 }
 
 // The stored form of a payload: a zstd frame that decodes to it when that is smaller, else the
