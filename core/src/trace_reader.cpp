@@ -1094,8 +1094,11 @@ StatusOr<int64_t> TraceReader::earliestTime(int64_t run_id) {
 StatusOr<std::vector<TensorDumpInfo>> TraceReader::tensorDumps(int64_t run_id) {
   ASSIGN_OR_RETURN(sqlite3_stmt * st,
                    cached("dumps",
-                          "SELECT id, step, op_id, op_name, op_type, io, idx, dtype, shape, format, min, max, mean,"
-                          " l2norm, nan_count, inf_count, length(data) FROM tensor_dumps WHERE run_id=?1 ORDER BY id"));
+                          "SELECT d.id, d.step, d.op_id, d.op_name, d.op_type, d.io, d.idx, d.dtype, d.shape, d.format,"
+                          " d.min, d.max, d.mean, d.l2norm, d.nan_count, d.inf_count,"
+                          " length(coalesce(d.data, r.data)), d.data_ref"
+                          " FROM tensor_dumps d LEFT JOIN tensor_dumps r ON r.id = d.data_ref"
+                          " WHERE d.run_id=?1 ORDER BY d.id"));
   StmtUse use(st);
   sqlite3_bind_int64(st, 1, run_id);
   std::vector<TensorDumpInfo> out;
@@ -1119,6 +1122,7 @@ StatusOr<std::vector<TensorDumpInfo>> TraceReader::tensorDumps(int64_t run_id) {
     d.nan_count = colOptInt(st, 14);
     d.inf_count = colOptInt(st, 15);
     d.data_bytes = colInt(st, 16, 0);
+    d.data_ref = colInt(st, 17, -1);
     out.push_back(std::move(d));
   }
   if (rc != SQLITE_DONE) return stepError(db_.get(), "reading tensor dumps");
@@ -1126,7 +1130,9 @@ StatusOr<std::vector<TensorDumpInfo>> TraceReader::tensorDumps(int64_t run_id) {
 }
 
 StatusOr<TensorDumpData> TraceReader::tensorDumpData(int64_t dump_id) {
-  ASSIGN_OR_RETURN(sqlite3_stmt * st, cached("dump_data", "SELECT data FROM tensor_dumps WHERE id=?1"));
+  ASSIGN_OR_RETURN(sqlite3_stmt * st, cached("dump_data",
+                                             "SELECT coalesce(d.data, r.data) FROM tensor_dumps d"
+                                             " LEFT JOIN tensor_dumps r ON r.id = d.data_ref WHERE d.id=?1"));
   StmtUse use(st);
   sqlite3_bind_int64(st, 1, dump_id);
   const int rc = sqlite3_step(st);

@@ -199,7 +199,7 @@ Status TraceWriter::prepareStatements() {
       "INSERT INTO overflow_events(run_id, step, ts_ns, source, op_name, detail) VALUES (?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(insert_dump_, prepare(db,
       "INSERT INTO tensor_dumps(run_id, step, op_id, op_name, op_type, io, idx, dtype, shape, format, min, max, mean,"
-      " l2norm, nan_count, inf_count, data) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+      " l2norm, nan_count, inf_count, data, data_ref) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(insert_string_, prepare(db,
       "INSERT INTO strings(value) VALUES (?) ON CONFLICT(value) DO UPDATE SET value=excluded.value RETURNING id"));
   ASSIGN_OR_RETURN(insert_run_, prepare(db,
@@ -542,6 +542,8 @@ Status TraceWriter::write(Item& item) {
     // Producers number ops from 1 in every process; a run added to a file that already holds
     // ops continues after them, so op ids (and parents) stay unique across the file's runs.
     ASSIGN_OR_RETURN(id_offset_, queryInt(db, "SELECT coalesce(max(id), 0) FROM op_events"));
+    payload_rows_.clear();
+    payload_rows_step_ = INT64_MIN;
     dropped_.store(0);
     return Status::ok();
   }
@@ -596,7 +598,25 @@ Status TraceWriter::writeTensorDump(const TensorDumpRecord& d) {
   }
   // Already in its stored form (addTensorDumps); SQLITE_STATIC: the row outlives the step.
   if (!d.data.empty()) sqlite3_bind_blob64(st, 17, d.data.data(), d.data.size(), SQLITE_STATIC);
-  return stepStatement(db_.get(), st);
+  // Payloads shared within a step: keys name rows of the current step only.
+  if (d.step != payload_rows_step_) {
+    payload_rows_.clear();
+    payload_rows_step_ = d.step;
+  }
+  if (d.same_data_as != 0) {
+    auto it = payload_rows_.find(d.same_data_as);
+    if (it == payload_rows_.end() || !d.data.empty()) {
+      sqlite3_reset(st);
+      sqlite3_clear_bindings(st);
+      return invalidArgument("tensor dump " + d.op_name + " " + d.io + " " + std::to_string(d.idx) +
+                             " shares payload " + std::to_string(d.same_data_as) +
+                             (d.data.empty() ? ", which no earlier row of its step holds" : " but has data of its own"));
+    }
+    sqlite3_bind_int64(st, 18, it->second);
+  }
+  RETURN_IF_ERROR(stepStatement(db_.get(), st));
+  if (d.payload_key != 0) payload_rows_[d.payload_key] = sqlite3_last_insert_rowid(db_.get());
+  return Status::ok();
 }
 
 Status TraceWriter::commit() {

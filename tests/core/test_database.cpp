@@ -6,6 +6,7 @@
 #include <random>
 
 #include "npuscope/core/database.h"
+#include "npuscope/core/trace_reader.h"
 
 namespace npuscope {
 namespace {
@@ -133,6 +134,44 @@ TEST(Database, NewerSchemaIsRefused) {
               std::string::npos)
         << r.status().message();
   }
+}
+
+// Schema 3 adds tensor_dumps.data_ref (payloads shared within a step). The dumps of a schema-2
+// file keep their own data and read the same after migrating.
+TEST(Database, SchemaTwoDumpsReadTheSameAfterMigrating) {
+  const std::string p = tempPath("v2.db");
+  {
+    auto db = openTraceDatabase(p, OpenMode::kReadWrite);
+    ASSERT_TRUE(db.isOk());
+    ASSERT_TRUE(execSql(db->get(),
+                        "ALTER TABLE tensor_dumps DROP COLUMN data_ref;"
+                        "INSERT INTO runs(started_ns, wall_start_ns, status) VALUES (0, 0, 'completed');"
+                        "INSERT INTO tensor_dumps(run_id, step, op_name, op_type, io, idx, dtype, shape, data)"
+                        " VALUES (1, 0, 'relu.0.forward', 'aten::relu', 'output', 0, 'uint8', '[3]', x'070809');"
+                        "PRAGMA user_version = 2;")
+                    .isOk());
+  }
+  {
+    auto ro = TraceReader::open(p);
+    ASSERT_FALSE(ro.isOk());
+    EXPECT_NE(ro.status().message().find("schema version 2 needs migrating"), std::string::npos)
+        << ro.status().message();
+  }
+  {
+    auto db = openTraceDatabase(p, OpenMode::kReadWrite);
+    ASSERT_TRUE(db.isOk()) << db.status().message();
+    EXPECT_EQ(scalar(db->get(), "PRAGMA user_version"), 3);
+  }
+  auto r = TraceReader::open(p);
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  auto rows = (*r)->tensorDumps(1);
+  ASSERT_TRUE(rows.isOk());
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].data_bytes, 3);
+  EXPECT_EQ((*rows)[0].data_ref, -1);
+  auto data = (*r)->tensorDumpData((*rows)[0].id);
+  ASSERT_TRUE(data.isOk());
+  EXPECT_EQ(data->bytes, (std::vector<uint8_t>{7, 8, 9}));
 }
 
 TEST(Database, ForeignSqliteDatabaseIsRefused) {

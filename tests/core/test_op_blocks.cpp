@@ -401,6 +401,7 @@ TEST(OpBlocksMigration, SchemaOneFileGetsBlocks) {
     // Turn the fresh file back into a schema-1 file holding two threads' ops.
     ASSERT_TRUE(execSql(db->get(),
                         "DROP TABLE op_blocks;"
+                        "ALTER TABLE tensor_dumps DROP COLUMN data_ref;"
                         "CREATE INDEX op_events_run_thread_start ON op_events(run_id, thread_id, start_ns);"
                         "CREATE INDEX op_events_run_step ON op_events(run_id, step);"
                         "INSERT INTO runs(started_ns, wall_start_ns, status) VALUES (0, 0, 'completed');"

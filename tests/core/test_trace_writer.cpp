@@ -11,6 +11,7 @@
 #include "npuscope/core/clock.h"
 #include "npuscope/core/database.h"
 #include "npuscope/core/string_table.h"
+#include "npuscope/core/trace_reader.h"
 #include "npuscope/core/trace_writer.h"
 
 namespace npuscope {
@@ -230,6 +231,84 @@ TEST(TraceWriter, DumpPayloadEncodingRoundTripsAndKeepsWhatDoesNotShrink) {
   back.assign(magic.size(), 0);
   ASSERT_EQ(ZSTD_decompress(back.data(), back.size(), frame.data(), frame.size()), magic.size());
   EXPECT_EQ(back, magic);
+}
+
+TensorDumpRecord dumpRow(int64_t step, const char* io, int64_t idx, std::vector<uint8_t> data, uint64_t key,
+                         uint64_t same_as) {
+  TensorDumpRecord r;
+  r.step = step;
+  r.op_name = "relu." + std::to_string(idx) + ".forward";
+  r.op_type = "aten::relu";
+  r.io = io;
+  r.idx = idx;
+  r.dtype = "uint8";
+  r.shape = "[4096]";
+  r.data = std::move(data);
+  r.payload_key = key;
+  r.same_data_as = same_as;
+  return r;
+}
+
+// A payload shared within a step is stored once: the sharing row has no data of its own, names
+// the holding row in data_ref, and reads back with the holder's bytes. Keys name rows of the
+// current step only, so a key used again in the next step names that step's row.
+TEST(TraceWriter, PayloadsSharedWithinAStepAreStoredOnceAndReadBack) {
+  const std::string p = tempPath("shared.db");
+  const auto a = xorshiftBytes(4096, 3), b = xorshiftBytes(4096, 4);
+  {
+    auto w = TraceWriter::open(p);
+    ASSERT_TRUE(w.isOk());
+    ASSERT_TRUE((*w)->beginRun(info()).isOk());
+    std::vector<TensorDumpRecord> op1, op2, op3;
+    op1.push_back(dumpRow(0, "output", 0, a, 1, 0));
+    op2.push_back(dumpRow(0, "input", 0, {}, 0, 1));  // the previous op's output
+    op2.push_back(dumpRow(0, "output", 1, b, 2, 0));
+    op3.push_back(dumpRow(1, "input", 2, b, 1, 0));    // key 1 again, in step 1: now b
+    op3.push_back(dumpRow(1, "output", 3, {}, 0, 1));
+    for (auto* op : {&op1, &op2, &op3}) (*w)->addTensorDumps(std::move(*op));
+    ASSERT_TRUE((*w)->flush().isOk());
+    ASSERT_TRUE((*w)->error().isOk());
+  }
+  EXPECT_EQ(scalar(p, "SELECT sum(length(data)) FROM tensor_dumps"), 3 * 4096);
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM tensor_dumps WHERE data IS NULL AND data_ref IS NOT NULL"), 2);
+  auto r = TraceReader::open(p);
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  auto run = (*r)->latestRun();
+  ASSERT_TRUE(run.isOk());
+  auto rows = (*r)->tensorDumps(run->id);
+  ASSERT_TRUE(rows.isOk());
+  ASSERT_EQ(rows->size(), 5u);
+  const std::vector<uint8_t>* expected[] = {&a, &a, &b, &b, &b};
+  const int64_t refs[] = {-1, (*rows)[0].id, -1, -1, (*rows)[3].id};
+  for (size_t i = 0; i < rows->size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ((*rows)[i].data_ref, refs[i]);
+    EXPECT_EQ((*rows)[i].data_bytes, 4096);
+    auto data = (*r)->tensorDumpData((*rows)[i].id);
+    ASSERT_TRUE(data.isOk());
+    EXPECT_FALSE(data->zstd_frame);
+    EXPECT_EQ(data->bytes, *expected[i]);
+  }
+}
+
+// A row that shares a payload no earlier row of its step holds is a producer's error: the
+// writer reports it, naming the row and the key, and keeps what it wrote before.
+TEST(TraceWriter, SharingAPayloadNoRowOfTheStepHoldsIsAnError) {
+  const std::string p = tempPath("shared_bad.db");
+  auto w = TraceWriter::open(p);
+  ASSERT_TRUE(w.isOk());
+  ASSERT_TRUE((*w)->beginRun(info()).isOk());
+  std::vector<TensorDumpRecord> op1, op2;
+  op1.push_back(dumpRow(0, "output", 0, xorshiftBytes(4096, 3), 7, 0));
+  op2.push_back(dumpRow(1, "input", 0, {}, 0, 7));  // key 7 belongs to step 0
+  (*w)->addTensorDumps(std::move(op1));
+  ASSERT_TRUE((*w)->flush().isOk());
+  (*w)->addTensorDumps(std::move(op2));
+  EXPECT_FALSE((*w)->flush().isOk());
+  const std::string m = (*w)->error().message();
+  EXPECT_NE(m.find("relu.0.forward input 0 shares payload 7"), std::string::npos) << m;
+  w->reset();
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM tensor_dumps"), 1);
 }
 
 int64_t fileSize(const std::string& path) {

@@ -77,8 +77,14 @@ struct TensorDumpRecord {
   bool has_stats = false;  // false: the statistics columns are NULL
   double min = 0, max = 0, mean = 0, l2norm = 0;
   int64_t nan_count = 0, inf_count = 0;
-  std::vector<uint8_t> data;  // raw little-endian payload; empty: statistics only
+  std::vector<uint8_t> data;  // raw little-endian payload; empty: statistics only (or shared)
   bool data_encoded = false;  // `data` already in its stored form (encodeDumpPayload)
+  // A payload is stored once per step. A row whose bytes later rows of the same step may share
+  // carries a producer-chosen `payload_key` (!= 0); a row whose bytes equal such an earlier
+  // row's carries that key in `same_data_as` and no `data` (stored as tensor_dumps.data_ref, the
+  // holding row's id). Keys are unique within a step; the holder must be added first.
+  uint64_t payload_key = 0;
+  uint64_t same_data_as = 0;
 };
 
 struct RunInfo {

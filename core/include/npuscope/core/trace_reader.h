@@ -173,11 +173,12 @@ struct TensorDumpInfo {
   int64_t idx = 0;
   std::optional<double> min, max, mean, l2norm;
   std::optional<int64_t> nan_count, inf_count;
-  int64_t data_bytes = 0;  // stored size of `data` (0: statistics only)
+  int64_t data_bytes = 0;  // stored size of its payload (0: statistics only)
+  int64_t data_ref = -1;   // the row whose stored payload it shares (-1: its own data column)
 };
 
 struct TensorDumpData {
-  std::vector<uint8_t> bytes;  // as stored
+  std::vector<uint8_t> bytes;  // as stored (a shared payload: its holding row's)
   bool zstd_frame = false;     // the bytes start with a zstd frame magic (the dumper compressed them)
 };
 

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -140,6 +141,9 @@ class TraceWriter {
   bool in_txn_ = false;           // writer thread only
   int64_t id_offset_ = 0;         // writer thread only: added to the run's op ids (see BeginCmd)
   std::vector<uint32_t> op_order_;  // writer thread only: a buffer's records in id order
+  // Writer thread only: tensor_dumps row ids of the payload keys of the step being written.
+  std::unordered_map<uint64_t, int64_t> payload_rows_;
+  int64_t payload_rows_step_ = INT64_MIN;
   std::thread thread_;
 
   ScopedDb checkpoint_db_;  // the checkpointer's connection
