@@ -22,6 +22,7 @@ PACKAGES=(
   libcli11-dev            # command-line parsing of the npuscope CLI
   nlohmann-json3-dev      # acl.json and chrome-trace JSON
   libzstd-dev             # compression of tensor dumps
+  libxxhash-dev           # XXH3 content hashes: a dumped payload is stored once per step
   zlib1g-dev              # gzip IDX files of Fashion-MNIST
   dataset-fashion-mnist   # the real training data, read in place under /usr/share/datasets
   qtbase5-dev             # the Qt5 Widgets GUI

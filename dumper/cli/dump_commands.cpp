@@ -92,6 +92,9 @@ Status runShow(const ShowArgs& a) {
   std::printf("min %s  max %s  mean %s  l2norm %s  nan %s  inf %s\n", num(d.min).c_str(), num(d.max).c_str(),
               num(d.mean).c_str(), num(d.l2norm).c_str(), d.nan_count ? std::to_string(*d.nan_count).c_str() : "-",
               d.inf_count ? std::to_string(*d.inf_count).c_str() : "-");
+  if (d.data_ref >= 0) {
+    std::printf("stored   once per step: the same bytes as dump %lld\n", static_cast<long long>(d.data_ref));
+  }
   if (d.data_bytes == 0) {
     std::printf("(statistics only: no data to draw a histogram)\n");
     return Status::ok();

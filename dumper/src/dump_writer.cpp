@@ -1,5 +1,7 @@
 #include "dump_writer.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -54,7 +56,18 @@ size_t PayloadPool::cachedBytes() const {
   return cached_;
 }
 
+void hashPayload(CapturedTensor& c) {
+  c.hashed = c.data.size() >= kMinSharedBytes;
+  if (!c.hashed) return;
+  const XXH128_hash_t h = XXH3_128bits(c.data.data(), c.data.size());
+  c.hash_lo = h.low64;
+  c.hash_hi = h.high64;
+}
+
 namespace {
+// Payload keys are unique in the process, so rows of two DumpWriters never mix up.
+std::atomic<uint64_t> g_next_payload_key{1};
+
 size_t payloadOf(const DumpedOp& op) {
   size_t n = 0;
   for (const auto* list : {&op.inputs, &op.outputs})
@@ -96,9 +109,29 @@ void DumpWriter::push(DumpedOp&& op) {
     // Bounded memory: wait for the writers unless the queue is empty (one op may exceed the bound).
     done_cv_.wait(lock, [&] { return queue_.empty() || queued_bytes_ + bytes <= options_.max_queued_bytes; });
     queued_bytes_ += bytes;
+    if (op.with_data && options_.rows) sharePayloads(op);
     queue_.push_back({std::move(op), pushed_++});
   }
   cv_.notify_one();
+}
+
+void DumpWriter::sharePayloads(DumpedOp& op) {
+  if (op.step != payloads_step_) {
+    step_payloads_.clear();
+    payloads_step_ = op.step;
+  }
+  for (auto* list : {&op.inputs, &op.outputs}) {
+    for (auto& c : *list) {
+      if (!c.hashed) continue;
+      auto [it, added] = step_payloads_.try_emplace(PayloadId{c.hash_lo, c.hash_hi, c.data.size()}, 0);
+      if (added) {
+        it->second = g_next_payload_key.fetch_add(1);
+        c.payload_key = it->second;
+      } else {
+        c.same_as = it->second;
+      }
+    }
+  }
 }
 
 void DumpWriter::drain() {
@@ -222,7 +255,11 @@ std::vector<TensorDumpRecord> DumpWriter::rowsOf(DumpedOp& op) {
       r.l2norm = c.stats.l2norm;
       r.nan_count = c.stats.nan_count;
       r.inf_count = c.stats.inf_count;
-      if (op.with_data) {
+      if (op.with_data && c.same_as != 0) {
+        r.same_data_as = c.same_as;  // the bytes are in an earlier row of the step
+        if (options_.pool) options_.pool->give(std::move(c.data));
+      } else if (op.with_data) {
+        r.payload_key = c.payload_key;
         if (encodeDumpPayload(c.data.data(), c.data.size(), &r.data)) {
           if (options_.pool) options_.pool->give(std::move(c.data));
         } else {

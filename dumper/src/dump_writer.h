@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "npuscope/core/compare.h"
@@ -38,7 +39,18 @@ struct CapturedTensor {
   bool stats_pending = false;  // taken by a DumpWriter thread from `data`
   std::vector<uint8_t> data;
   size_t bytes = 0;  // payload size whether or not kept
+  // Payload sharing in the trace file (TensorDumpRecord::payload_key): a 128-bit hash of `data`
+  // (hashPayload), then, set by DumpWriter::push in push order, this payload's key for later
+  // rows of its step, or the key of an earlier payload of the step with the same bytes.
+  bool hashed = false;
+  uint64_t hash_lo = 0, hash_hi = 0;
+  uint64_t payload_key = 0, same_as = 0;
 };
+
+// Hashes `c.data` (XXH3, 128 bits) for payload sharing; payloads under kMinSharedBytes are
+// left unhashed (a reference would save next to nothing).
+constexpr size_t kMinSharedBytes = 256;
+void hashPayload(CapturedTensor& c);
 
 // One dumped op, as the op thread hands it over.
 struct DumpedOp {
@@ -95,6 +107,9 @@ class DumpWriter {
   // Queues one op; waits while the queue holds more than max_queued_bytes of payload (unless
   // empty). An op with neither a file nor payloads (statistics only, no dump_path) is handed to
   // the TraceWriter right away, on the caller's thread. After a write error, ops are dropped.
+  // Hashed payloads are shared here, in push order: one whose bytes an earlier op of the same
+  // step already holds becomes a reference to it in the trace file (its Ascend file keeps the
+  // bytes). A failed op drops every op pushed after it, so no row refers to a dropped one.
   void push(DumpedOp&& op);
   // Waits until every op pushed so far is written and handed to the TraceWriter (or dropped).
   void drain();
@@ -112,6 +127,7 @@ class DumpWriter {
   };
   void run();
   void handReady();
+  void sharePayloads(DumpedOp& op);  // under mu_
   Status write(DumpedOp& op);
   std::vector<TensorDumpRecord> rowsOf(DumpedOp& op);  // moves the payloads, encoded, into rows
   void handRows(DumpedOp& op);
@@ -123,6 +139,17 @@ class DumpWriter {
   size_t queued_bytes_ = 0;
   uint64_t pushed_ = 0, finished_ = 0;
   bool stop_ = false;
+  // Payloads of the step being pushed, by hash and size -> key (under mu_).
+  struct PayloadId {
+    uint64_t lo, hi;
+    size_t bytes;
+    bool operator==(const PayloadId& o) const { return lo == o.lo && hi == o.hi && bytes == o.bytes; }
+  };
+  struct PayloadIdHash {
+    size_t operator()(const PayloadId& p) const { return static_cast<size_t>(p.lo ^ p.bytes); }
+  };
+  std::unordered_map<PayloadId, uint64_t, PayloadIdHash> step_payloads_;
+  int64_t payloads_step_ = INT64_MIN;
   static constexpr uint64_t kNoFailure = UINT64_MAX;
   std::atomic<uint64_t> failed_seq_{kNoFailure};  // the first op (in push order) that failed
   bool failed() const { return failed_seq_.load(std::memory_order_relaxed) != kNoFailure; }

@@ -409,7 +409,9 @@ struct Dumper::Impl {
     const bool tensor_mode = config.data == DumpDataKind::kTensor;
     const bool kept =
         p.sizing ? describe(t, &c) : capture(t, tensor_mode, &c, /*stats_later=*/tensor_mode, pool.get());
-    if (kept) list->push_back(std::move(c));
+    if (!kept) return;
+    if (tensor_mode && !p.sizing && writer) hashPayload(c);  // rows may share it (DumpWriter::push)
+    list->push_back(std::move(c));
   }
 
   void after(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> results) {
@@ -522,7 +524,10 @@ struct Dumper::Impl {
     counters.files += !op.dir.empty();
     for (const auto* list : {&op.inputs, &op.outputs}) {
       counters.tensors += list->size();
-      for (const auto& c : *list) counters.payload_bytes += c.bytes;
+      for (const auto& c : *list) {
+        counters.payload_bytes += c.bytes;
+        if (c.same_as != 0) counters.shared_payload_bytes += c.bytes;
+      }
     }
   }
 };

@@ -1,5 +1,5 @@
 // The dumper's background writers, torch-free: several threads, rows in push order, payloads
-// intact through the buffer pool; the pool's reuse rules.
+// intact through the buffer pool and stored once per step; the pool's reuse rules.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -95,6 +95,85 @@ TEST(DumpWriter, SeveralThreadsHandRowsInPushOrderWithPayloadsIntact) {
     for (uint8_t b : expected) sum += b;
     EXPECT_DOUBLE_EQ(*d.mean, static_cast<double>(sum) / static_cast<double>(expected.size())) << d.op_name;
     EXPECT_EQ(fs::file_size(dir / "files" / ("op." + std::to_string(i))) > expected.size(), true) << d.op_name;
+  }
+  fs::remove_all(dir);
+}
+
+// A captured tensor as the op thread hands it over in tensor mode: data copied and hashed.
+CapturedTensor captured(const std::vector<uint8_t>& bytes) {
+  CapturedTensor c;
+  c.dtype = compare::DType::kUInt8;
+  c.shape = {static_cast<int64_t>(bytes.size())};
+  c.format = "ND";
+  c.bytes = bytes.size();
+  c.data = bytes;
+  c.stats_pending = true;
+  hashPayload(c);
+  return c;
+}
+
+// Bytes an earlier tensor of the same step holds are stored once: the later row refers to it.
+// Equal sizes with other bytes, another step, and payloads too small to be worth a reference
+// are stored again. Every row reads back its own bytes, and every Ascend file keeps them all.
+TEST(DumpWriter, PayloadsRepeatedWithinAStepAreStoredOnce) {
+  const fs::path dir = fs::path(testing::TempDir()) / "npuscope_dump_writer_shared";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string db = (dir / "trace.db").string();
+  const auto x = payload(1), y = payload(7), z = std::vector<uint8_t>(100, 5);
+  ASSERT_EQ(x.size(), y.size());
+  struct Op {
+    int64_t step;
+    std::vector<const std::vector<uint8_t>*> inputs, outputs;
+  };
+  const std::vector<Op> ops = {{1, {}, {&x}}, {1, {&x}, {&y}}, {1, {&z}, {&z}}, {2, {&y}, {}}, {2, {&y}, {}}};
+  {
+    auto trace = TraceWriter::open(db);
+    ASSERT_TRUE(trace.isOk());
+    ASSERT_TRUE((*trace)->beginRun(RunInfo{}).isOk());
+    DumpWriter::Options o;
+    o.rows = trace->get();
+    o.threads = 2;
+    {
+      DumpWriter w(o);
+      for (size_t i = 0; i < ops.size(); ++i) {
+        DumpedOp op;
+        op.dir = (dir / "files").string();
+        op.file = "op." + std::to_string(i);
+        op.op_name = "relu." + std::to_string(i) + ".forward";
+        op.op_type = "aten::relu";
+        op.step = ops[i].step;
+        for (const auto* b : ops[i].inputs) op.inputs.push_back(captured(*b));
+        for (const auto* b : ops[i].outputs) op.outputs.push_back(captured(*b));
+        w.push(std::move(op));
+      }
+    }
+    ASSERT_TRUE((*trace)->flush().isOk());
+  }
+  auto reader = TraceReader::open(db);
+  ASSERT_TRUE(reader.isOk()) << reader.status().message();
+  auto rows = (*reader)->tensorDumps(1);
+  ASSERT_TRUE(rows.isOk()) << rows.status().message();
+  ASSERT_EQ(rows->size(), 7u);
+  // Rows in order: op0 out x | op1 in x, out y | op2 in z, out z | op3 in y | op4 in y.
+  const std::vector<const std::vector<uint8_t>*> expected = {&x, &x, &y, &z, &z, &y, &y};
+  const std::vector<int> holder = {-1, 0, -1, -1, -1, -1, 5};  // index of the row holding the bytes
+  for (size_t i = 0; i < rows->size(); ++i) {
+    SCOPED_TRACE(i);
+    const TensorDumpInfo& d = (*rows)[i];
+    EXPECT_EQ(d.data_ref, holder[i] < 0 ? -1 : (*rows)[holder[i]].id);
+    auto stored = (*reader)->tensorDumpData(d.id);
+    ASSERT_TRUE(stored.isOk());
+    auto raw = compare::decodeDumpPayload(stored->bytes, stored->zstd_frame);
+    ASSERT_TRUE(raw.isOk());
+    EXPECT_EQ(*raw, *expected[i]);
+    EXPECT_EQ(d.data_bytes, static_cast<int64_t>(stored->bytes.size()));
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    size_t payloads = 0;
+    for (const auto* list : {&ops[i].inputs, &ops[i].outputs})
+      for (const auto* b : *list) payloads += b->size();
+    EXPECT_GT(fs::file_size(dir / "files" / ("op." + std::to_string(i))), payloads) << "op " << i;
   }
   fs::remove_all(dir);
 }

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "npuscope/core/compare.h"
@@ -123,6 +124,70 @@ TEST(DumperTest, AscendFilesDecodeAndPayloadsAddUp) {
   EXPECT_GT(backward_files, 0u);
   EXPECT_TRUE(protoc_checked);
   EXPECT_EQ(Dumper::instance().counters().files, files);
+  fs::remove_all(dir);
+}
+
+// Each tensor_dumps row reads back the very bytes of its op's Ascend file; a payload repeated
+// within a step (relu's input is mm's output) is stored once and the later row refers to it.
+TEST(DumperTest, RowsHoldTheBytesOfTheAscendFilesAndRepeatedPayloadsAreStoredOnce) {
+  const fs::path dir = tempDir("shared");
+  const std::string db = (dir / "trace.db").string();
+  auto w = TraceWriter::open(db);
+  ASSERT_TRUE(w.isOk());
+  ASSERT_TRUE((*w)->beginRun(RunInfo{}).isOk());
+  Dumper& d = Dumper::instance();
+  ASSERT_TRUE(d.configure(withFiles(dir)).isOk());
+  d.attach(w->get());
+  ASSERT_TRUE(d.start().isOk());
+  for (int s = 0; s < 2; ++s) {
+    d.setStep(s);
+    torch::manual_seed(s);
+    const auto dev = npu::device(0);
+    at::Tensor x = torch::randn({32, 64}).to(dev);
+    at::Tensor wt = torch::randn({64, 48}).to(dev).requires_grad_();
+    at::relu(at::mm(x, wt)).sum().backward();
+  }
+  ASSERT_TRUE(d.stop().isOk()) << d.status().message();
+  const DumperCounters counters = d.counters();
+  d.attach(nullptr);
+  ASSERT_TRUE((*w)->flush().isOk());
+
+  // By op name, then task id (`...{op_name}.{task_id}.{stream_id}.{timestamp}`): an op's file
+  // of step s is its s-th.
+  std::map<std::string, std::map<uint64_t, DecodedDumpFile>> files;
+  for (const auto& e : fs::directory_iterator(d.dumpDirectory())) {
+    auto f = readDumpFile(e.path().string());
+    ASSERT_TRUE(f.isOk()) << f.status().message();
+    std::string name = e.path().filename().string();
+    for (int i = 0; i < 2; ++i) name.erase(name.rfind('.'));
+    files[f->op_name][std::stoull(name.substr(name.rfind('.') + 1))] = std::move(*f);
+  }
+  auto r = TraceReader::open(db);
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  auto rows = (*r)->tensorDumps(1);
+  ASSERT_TRUE(rows.isOk());
+  ASSERT_FALSE(rows->empty());
+  uint64_t shared_bytes = 0;
+  std::set<int64_t> ids;
+  for (const TensorDumpInfo& row : *rows) {
+    SCOPED_TRACE(row.op_name + " " + row.io + " " + std::to_string(row.idx));
+    ids.insert(row.id);
+    ASSERT_EQ(files[row.op_name].size(), 2u);
+    const DecodedDumpFile& f = std::next(files[row.op_name].begin(), row.step)->second;
+    const auto& list = row.io == "input" ? f.inputs : f.outputs;
+    ASSERT_LT(static_cast<size_t>(row.idx), list.size());
+    auto stored = (*r)->tensorDumpData(row.id);
+    ASSERT_TRUE(stored.isOk());
+    auto raw = compare::decodeDumpPayload(stored->bytes, stored->zstd_frame);
+    ASSERT_TRUE(raw.isOk());
+    EXPECT_EQ(*raw, list[row.idx].data);
+    if (row.data_ref >= 0) {
+      EXPECT_TRUE(ids.count(row.data_ref)) << "refers to a later row";
+      shared_bytes += raw->size();
+    }
+  }
+  EXPECT_GT(shared_bytes, 2u * 32 * 48 * 4) << "relu's input, in both steps";
+  EXPECT_EQ(counters.shared_payload_bytes, shared_bytes);
   fs::remove_all(dir);
 }
 

@@ -26,7 +26,9 @@
 // its own work is never dumped; a thread-local guard enforces it anyway.
 //
 // Where dumps go: `tensor_dumps` rows through the attached TraceWriter (payloads zstd-compressed
-// when that pays) and, when dump_path is set, Ascend-format files under
+// when that pays, and stored once per step: a tensor whose bytes an earlier tensor of its step
+// already stored, such as an op's input that was the previous op's output, refers to that row
+// by a 128-bit content hash taken when it was captured) and, when dump_path is set, Ascend-format files under
 // `{dump_path}/{YYYYMMDDhhmmss}/{device_id}/` (dump_file.h). In tensor mode the op thread only
 // copies the tensors (into buffers reused from op to op); background threads, one per core, each
 // take an op's statistics, write its file (one gathered write of header and payloads, its
@@ -77,6 +79,7 @@ struct DumperCounters {
   uint64_t ops_dumped = 0;    // ops with at least one tensor dumped
   uint64_t tensors = 0;       // tensors dumped
   uint64_t payload_bytes = 0; // raw tensor bytes dumped (into the file and the rows each)
+  uint64_t shared_payload_bytes = 0;  // of those, rows that share an earlier row's stored bytes
   uint64_t files = 0;         // Ascend dump files written
 };
 
