@@ -2,8 +2,10 @@
 // channels with ReLU and 2x2 max-pool, a linear classifier; batch 64 of 28x28 images, SGD with
 // momentum, its update marked as the dumper's update phase, so not dumped, as in training).
 //   fraction_of_write_bandwidth: bytes a full `tensor` dump writes per step (the Ascend files
-//     and the trace file's tensor_dumps rows: twice the payload) over the extra time the step
-//     takes with dumping, divided by this disk's sequential write bandwidth. Both sides reach
+//     and the trace file's tensor_dumps rows: twice the payload, as a user reads it back) over
+//     the extra time the step takes with dumping, divided by this disk's sequential write
+//     bandwidth. The rows store a payload compressed and once per step (shared_payload_fraction
+//     of it repeats earlier tensors of the step), so fewer bytes reach the disk. Both sides reach
 //     the disk inside their timing: the dumped step ends when the dumper is stopped (files
 //     written), the writer flushed (rows committed) and the filesystem synced (syncfs); the
 //     plain step it is compared with ends with a syncfs too. The bandwidth: a 256 MiB buffered
@@ -114,7 +116,7 @@ void BM_DumpCnnStep(benchmark::State& state) {
 
   // One dumped step, the files written and the rows committed: everything it costs is inside
   // the time; with `synced`, until the bytes are on the disk.
-  auto dumped = [&](const DumpConfig& c, bool synced, uint64_t* bytes) {
+  auto dumped = [&](const DumpConfig& c, bool synced, uint64_t* bytes, uint64_t* shared = nullptr) {
     (void)d.configure(c);
     const auto t0 = Clock::now();
     (void)d.start();
@@ -124,6 +126,7 @@ void BM_DumpCnnStep(benchmark::State& state) {
     if (synced) syncFilesystem(dir);
     const double s = seconds(t0, Clock::now());
     if (bytes) *bytes = d.counters().payload_bytes;
+    if (shared) *shared = d.counters().shared_payload_bytes;
     return s;
   };
   auto plain = [&](bool synced) {
@@ -137,7 +140,7 @@ void BM_DumpCnnStep(benchmark::State& state) {
     fs::remove_all(dir / "dumps");
     syncFilesystem(dir);
   };
-  uint64_t bytes = 0;
+  uint64_t bytes = 0, shared = 0;
   for (int i = 0; i < 2; ++i) {  // warm-up
     plain(false);
     dumped(stats_cfg, false, nullptr);
@@ -149,7 +152,7 @@ void BM_DumpCnnStep(benchmark::State& state) {
     t_none.push_back(plain(false));
     t_stats.push_back(dumped(stats_cfg, false, nullptr));
     t_none_synced.push_back(plain(true));
-    t_tensor.push_back(dumped(tensor_cfg, true, &bytes));
+    t_tensor.push_back(dumped(tensor_cfg, true, &bytes, &shared));
     state.PauseTiming();
     clearDumps();
     bandwidth.push_back(writeBandwidth(dir, kBandwidthBytes));
@@ -168,6 +171,7 @@ void BM_DumpCnnStep(benchmark::State& state) {
   state.counters["write_bandwidth_max_MBps"] = *std::max_element(bandwidth.begin(), bandwidth.end()) / 1e6;
   state.counters["stats_mode_ratio_vs_none"] = stats / none;
   state.counters["payload_MB_per_step"] = static_cast<double>(bytes) / 1e6;
+  state.counters["shared_payload_fraction"] = bytes ? static_cast<double>(shared) / static_cast<double>(bytes) : 0;
   state.counters["step_none_ms"] = none * 1e3;
   state.counters["step_none_synced_ms"] = none_synced * 1e3;
   state.counters["step_stats_ms"] = stats * 1e3;

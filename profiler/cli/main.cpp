@@ -190,8 +190,13 @@ int main(int argc, char** argv) {
       std::printf("); see: npuscope report %s\n", t.db.c_str());
     }
     if (t.dump) {
-      std::printf("dumped           %llu tensors (%s) into %s", static_cast<unsigned long long>(r->dumped_tensors),
-                  npuscope::formatBytes(r->dumped_bytes).c_str(), t.db.c_str());
+      std::printf("dumped           %llu tensors (%s", static_cast<unsigned long long>(r->dumped_tensors),
+                  npuscope::formatBytes(r->dumped_bytes).c_str());
+      if (r->dumped_shared_bytes > 0) {
+        std::printf("; %s of it repeats earlier tensors of its step and is stored once",
+                    npuscope::formatBytes(r->dumped_shared_bytes).c_str());
+      }
+      std::printf(") into %s", t.db.c_str());
       if (!r->dump_directory.empty()) std::printf(" and %s", r->dump_directory.c_str());
       std::printf("; see: npuscope dump list %s\n", t.db.c_str());
       if (!r->dump_error.empty()) std::fprintf(stderr, "npuscope: warning: dumping stopped: %s\n", r->dump_error.c_str());

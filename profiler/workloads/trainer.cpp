@@ -411,6 +411,7 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
       const dumper::DumperCounters c = dump.counters();
       r.dumped_tensors = c.tensors;
       r.dumped_bytes = c.payload_bytes;
+      r.dumped_shared_bytes = c.shared_payload_bytes;
       r.dump_directory = dump.dumpDirectory();
       if (!stopped.isOk()) r.dump_error = stopped.message();
       if (!dump.status().isOk()) r.dump_error = dump.status().message();

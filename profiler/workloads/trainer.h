@@ -63,6 +63,7 @@ struct TrainResult {
   uint64_t dropped_records = 0;
   uint64_t dumped_tensors = 0;
   uint64_t dumped_bytes = 0;
+  uint64_t dumped_shared_bytes = 0;  // of those, stored in the trace file once (same bytes earlier in the step)
   std::string dump_directory;  // Ascend dump files, when the config has a dump_path
   std::string dump_error;      // why dumping stopped early, if it did
 };
