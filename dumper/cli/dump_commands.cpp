@@ -93,7 +93,7 @@ Status runShow(const ShowArgs& a) {
               num(d.mean).c_str(), num(d.l2norm).c_str(), d.nan_count ? std::to_string(*d.nan_count).c_str() : "-",
               d.inf_count ? std::to_string(*d.inf_count).c_str() : "-");
   if (d.data_ref >= 0) {
-    std::printf("stored   once per step: the same bytes as dump %lld\n", static_cast<long long>(d.data_ref));
+    std::printf("stored   with dump %lld (the same bytes, kept once per step)\n", static_cast<long long>(d.data_ref));
   }
   if (d.data_bytes == 0) {
     std::printf("(statistics only: no data to draw a histogram)\n");

@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
       std::printf("dumped           %llu tensors (%s", static_cast<unsigned long long>(r->dumped_tensors),
                   npuscope::formatBytes(r->dumped_bytes).c_str());
       if (r->dumped_shared_bytes > 0) {
-        std::printf("; %s of it repeats earlier tensors of its step and is stored once",
+        std::printf("; %s of it repeat a tensor earlier in their step and share its stored bytes",
                     npuscope::formatBytes(r->dumped_shared_bytes).c_str());
       }
       std::printf(") into %s", t.db.c_str());

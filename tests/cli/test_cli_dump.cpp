@@ -52,6 +52,15 @@ TEST(CliDump, DumpListShowExportAndCompare) {
   CliRun show = run("dump show " + a + " addmm.0.forward.output.0");
   ASSERT_EQ(show.exit_code, 0) << show.out;
   EXPECT_NE(show.out.find("histogram"), std::string::npos) << show.out;
+  // A tensor that repeats an earlier one of its step (an op's input that was the previous op's
+  // output) shares its stored bytes, and shows the same as any other.
+  EXPECT_NE(ra.out.find("share its stored bytes"), std::string::npos) << ra.out;
+  const int64_t shared = sqlInt(a, "SELECT min(id) FROM tensor_dumps WHERE data_ref IS NOT NULL AND data IS NULL");
+  ASSERT_GT(shared, 0);
+  CliRun show_shared = run("dump show " + a + " " + std::to_string(shared));
+  ASSERT_EQ(show_shared.exit_code, 0) << show_shared.out;
+  EXPECT_NE(show_shared.out.find("stored   with dump "), std::string::npos) << show_shared.out;
+  EXPECT_NE(show_shared.out.find("histogram"), std::string::npos) << show_shared.out;
 
   const std::string out = scratchPath("npy");
   CliRun exp = run("dump export " + a + " --out " + out + " --format npy");
