@@ -2,12 +2,17 @@
 # Debian's libtorch 1.13 needs to agree with its own binary:
 #  * -DNDEBUG: libtorch is built with it, and at::RecordFunction's layout differs without it
 #    (its inputs() then asserts);
-#  * -fPIC on every torch TU, so one precompiled header serves libraries and executables.
+#  * -fPIC on every torch TU, so one precompiled header serves libraries and executables;
+#  * -fopenmp: libtorch's parallel backend is OpenMP, and at::parallel_for is an inline template
+#    that spreads work over the intra-op threads only in a TU compiled with OpenMP (_OPENMP);
+#    without it our own parallel_for calls (fp16 conversions, the fused optimizers' kernels)
+#    ran on the calling thread alone. The runtime is libtorch's own libgomp.
 find_package(Torch REQUIRED CONFIG)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
 
 add_library(npuscope_torch INTERFACE)
 add_library(npuscope::torch ALIAS npuscope_torch)
-target_link_libraries(npuscope_torch INTERFACE ${TORCH_LIBRARIES})
+target_link_libraries(npuscope_torch INTERFACE ${TORCH_LIBRARIES} OpenMP::OpenMP_CXX)
 target_compile_definitions(npuscope_torch INTERFACE NDEBUG)
 target_compile_options(npuscope_torch INTERFACE -fPIC ${TORCH_CXX_FLAGS})
 

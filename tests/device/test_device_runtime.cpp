@@ -1,11 +1,14 @@
 // The torch-free runtime: devices and the environment, memory pools, the float-status register,
 // the cost model and the stream model.
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <array>
 #include <cstdio>
 #include <map>
+#include <mutex>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -243,3 +246,23 @@ TEST(StreamModel, WithoutQueueTheHostWaitsForEachOp) {
   EXPECT_EQ(b.end_ns, 160);
   EXPECT_EQ(s.host_delay_ns(), 150);
 }
+
+// libtorch's at::parallel_for is an inline template that runs on the calling thread alone unless
+// its translation unit is built with OpenMP: every torch TU of the project is (npuscope::torch),
+// so the device's conversions and the fused optimizers' kernels use the intra-op threads.
+TEST(DeviceThreads, ParallelForInProjectCodeUsesTheIntraOpThreads) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core";
+  const int before = npuscope::npu::num_threads();
+  npuscope::npu::set_num_threads(2);
+  std::mutex mu;
+  std::set<std::thread::id> used;
+  for (int rep = 0; rep < 20 && used.size() < 2; ++rep) {
+    at::parallel_for(0, int64_t{1} << 20, int64_t{1} << 16, [&](int64_t, int64_t) {
+      std::lock_guard<std::mutex> lock(mu);
+      used.insert(std::this_thread::get_id());
+    });
+  }
+  npuscope::npu::set_num_threads(before);
+  EXPECT_EQ(used.size(), 2u);
+}
+
