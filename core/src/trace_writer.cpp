@@ -574,6 +574,21 @@ Status TraceWriter::writeMemory(const MemoryRecord& m) {
 }
 
 Status TraceWriter::writeTensorDump(const TensorDumpRecord& d) {
+  // Payloads shared within a step: keys name rows of the current step only.
+  if (d.step != payload_rows_step_) {
+    payload_rows_.clear();
+    payload_rows_step_ = d.step;
+  }
+  int64_t data_ref = -1;
+  if (d.same_data_as != 0) {
+    auto it = payload_rows_.find(d.same_data_as);
+    if (it == payload_rows_.end() || !d.data.empty()) {
+      return invalidArgument("tensor dump " + d.op_name + " " + d.io + " " + std::to_string(d.idx) +
+                             " shares payload " + std::to_string(d.same_data_as) +
+                             (d.data.empty() ? ", which no earlier row of its step holds" : " but has data of its own"));
+    }
+    data_ref = it->second;
+  }
   sqlite3_stmt* st = insert_dump_.get();
   sqlite3_bind_int64(st, 1, run_id_.load());
   bindOptionalInt(st, 2, d.step, -1);
@@ -598,22 +613,7 @@ Status TraceWriter::writeTensorDump(const TensorDumpRecord& d) {
   }
   // Already in its stored form (addTensorDumps); SQLITE_STATIC: the row outlives the step.
   if (!d.data.empty()) sqlite3_bind_blob64(st, 17, d.data.data(), d.data.size(), SQLITE_STATIC);
-  // Payloads shared within a step: keys name rows of the current step only.
-  if (d.step != payload_rows_step_) {
-    payload_rows_.clear();
-    payload_rows_step_ = d.step;
-  }
-  if (d.same_data_as != 0) {
-    auto it = payload_rows_.find(d.same_data_as);
-    if (it == payload_rows_.end() || !d.data.empty()) {
-      sqlite3_reset(st);
-      sqlite3_clear_bindings(st);
-      return invalidArgument("tensor dump " + d.op_name + " " + d.io + " " + std::to_string(d.idx) +
-                             " shares payload " + std::to_string(d.same_data_as) +
-                             (d.data.empty() ? ", which no earlier row of its step holds" : " but has data of its own"));
-    }
-    sqlite3_bind_int64(st, 18, it->second);
-  }
+  bindOptionalInt(st, 18, data_ref, -1);
   RETURN_IF_ERROR(stepStatement(db_.get(), st));
   if (d.payload_key != 0) payload_rows_[d.payload_key] = sqlite3_last_insert_rowid(db_.get());
   return Status::ok();

@@ -36,6 +36,23 @@ std::vector<uint8_t> payload(uint32_t i) {
   return v;
 }
 
+// A captured tensor as the op thread hands it over in tensor mode: data copied (into a buffer
+// from `pool` when given, as the capture takes its buffers), statistics left to the writer
+// threads, hashed for sharing.
+CapturedTensor captured(const std::vector<uint8_t>& bytes, PayloadPool* pool = nullptr) {
+  CapturedTensor c;
+  c.dtype = compare::DType::kUInt8;
+  c.shape = {static_cast<int64_t>(bytes.size())};
+  c.format = "ND";
+  c.bytes = bytes.size();
+  if (pool) c.data = pool->take(bytes.size());
+  c.data.assign(bytes.begin(), bytes.end());
+  c.stats_pending = true;
+  hashPayload(c);
+  return c;
+}
+
+// Payloads i and i + 42 are equal (sizes repeat every 6, the runs every 7), so rows also share.
 TEST(DumpWriter, SeveralThreadsHandRowsInPushOrderWithPayloadsIntact) {
   const fs::path dir = fs::path(testing::TempDir()) / "npuscope_dump_writer_order";
   fs::remove_all(dir);
@@ -61,16 +78,7 @@ TEST(DumpWriter, SeveralThreadsHandRowsInPushOrderWithPayloadsIntact) {
         op.op_name = "mm." + std::to_string(i) + ".forward";
         op.op_type = "aten::mm";
         op.step = 1;
-        CapturedTensor c;
-        c.dtype = compare::DType::kUInt8;
-        const auto bytes = payload(i);
-        c.shape = {static_cast<int64_t>(bytes.size())};
-        c.format = "ND";
-        c.bytes = bytes.size();
-        c.data = pool.take(bytes.size());  // as the capture takes its buffers
-        c.data.assign(bytes.begin(), bytes.end());
-        c.stats_pending = true;
-        op.outputs.push_back(std::move(c));
+        op.outputs.push_back(captured(payload(i), &pool));
         w.push(std::move(op));
       }
     }  // drained: every file written, every row handed over
@@ -82,8 +90,10 @@ TEST(DumpWriter, SeveralThreadsHandRowsInPushOrderWithPayloadsIntact) {
   auto dumps = (*reader)->tensorDumps(1);
   ASSERT_TRUE(dumps.isOk()) << dumps.status().message();
   ASSERT_EQ(dumps->size(), kOps);
+  int shared = 0;
   for (uint32_t i = 0; i < kOps; ++i) {
     const TensorDumpInfo& d = (*dumps)[i];
+    shared += d.data_ref >= 0;
     ASSERT_EQ(d.op_name, "mm." + std::to_string(i) + ".forward") << "row " << i << " out of push order";
     auto stored = (*reader)->tensorDumpData(d.id);
     ASSERT_TRUE(stored.isOk());
@@ -96,20 +106,8 @@ TEST(DumpWriter, SeveralThreadsHandRowsInPushOrderWithPayloadsIntact) {
     EXPECT_DOUBLE_EQ(*d.mean, static_cast<double>(sum) / static_cast<double>(expected.size())) << d.op_name;
     EXPECT_EQ(fs::file_size(dir / "files" / ("op." + std::to_string(i))) > expected.size(), true) << d.op_name;
   }
+  EXPECT_GT(shared, 0) << "payloads i and i + 42 of the runs kind are equal";
   fs::remove_all(dir);
-}
-
-// A captured tensor as the op thread hands it over in tensor mode: data copied and hashed.
-CapturedTensor captured(const std::vector<uint8_t>& bytes) {
-  CapturedTensor c;
-  c.dtype = compare::DType::kUInt8;
-  c.shape = {static_cast<int64_t>(bytes.size())};
-  c.format = "ND";
-  c.bytes = bytes.size();
-  c.data = bytes;
-  c.stats_pending = true;
-  hashPayload(c);
-  return c;
 }
 
 // Bytes an earlier tensor of the same step holds are stored once: the later row refers to it.

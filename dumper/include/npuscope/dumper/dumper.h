@@ -27,9 +27,9 @@
 //
 // Where dumps go: `tensor_dumps` rows through the attached TraceWriter (payloads zstd-compressed
 // when that pays, and stored once per step: a tensor whose bytes an earlier tensor of its step
-// already stored, such as an op's input that was the previous op's output, refers to that row
-// by a 128-bit content hash taken when it was captured) and, when dump_path is set, Ascend-format files under
-// `{dump_path}/{YYYYMMDDhhmmss}/{device_id}/` (dump_file.h). In tensor mode the op thread only
+// already stored, such as an op's input that was the previous op's output, refers to that row,
+// found by a 128-bit content hash taken when it was captured) and, when dump_path is set,
+// Ascend-format files under `{dump_path}/{YYYYMMDDhhmmss}/{device_id}/` (dump_file.h). In tensor mode the op thread only
 // copies the tensors (into buffers reused from op to op); background threads, one per core, each
 // take an op's statistics, write its file (one gathered write of header and payloads, its
 // write-back started at once), compress the same payloads and hand them to the TraceWriter, in
