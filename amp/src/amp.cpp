@@ -337,14 +337,14 @@ Properties initialize(const std::vector<at::Tensor>& params, const Options& opti
   // a flat buffer refuse.
   props.combine_grad = options.combine_grad.value_or(false);
   TORCH_CHECK(!params.empty(), "amp::initialize: the parameter list is empty");
-  TORCH_CHECK(!props.enabled || !props.lowPrecisionModel(), "amp::initialize: opt_level ",
-              optLevelName(props.opt_level), " casts the model to a low-precision dtype; that needs the model "
-              "(torch::nn::Module) and a fused optimizer, plain parameters support O0/O1");
-  TORCH_CHECK(!props.master_weights, "amp::initialize: master_weights need a fused optimizer, not plain parameters");
+  TORCH_CHECK(!props.enabled || !props.master_weights, "amp::initialize: opt_level ", optLevelName(props.opt_level),
+              " steps fp32 master weights; that needs a fused optimizer (NpuFused*), plain parameters support O0, "
+              "O1, O3 and O2 with master_weights off");
   for (size_t i = 0; i < params.size(); ++i) {
     TORCH_CHECK(params[i].defined() && at::isFloatingType(params[i].scalar_type()), "amp::initialize: parameter ", i,
                 " is not a defined floating tensor");
-    if (props.enabled && props.castsModel()) {
+    const bool keptFp32 = props.lowPrecisionModel() && props.keep_batchnorm_fp32 && params[i].scalar_type() == at::kFloat;
+    if (props.enabled && props.castsModel() && !keptFp32) {
       TORCH_CHECK(params[i].scalar_type() == props.cast_model_type, "amp::initialize: parameter ", i, " is ",
                   params[i].scalar_type(), "; with plain parameters, cast them yourself to ",
                   c10::toString(props.cast_model_type));
@@ -380,6 +380,37 @@ Properties initialize(const std::vector<at::Tensor>& params, const Options& opti
   }
   finishInit(s, props, params);
   return s.props;
+}
+
+Properties initialize(std::shared_ptr<optim::NpuFusedOptimizer> optimizer, const Options& options,
+                      const NamedParams& names) {
+  TORCH_CHECK(optimizer != nullptr, "amp::initialize: optimizer is null");
+  const Properties props = resolveOrThrow(options);
+  TORCH_CHECK(optimizer->stepCount() == 0, "amp::initialize: ", optimizer->name(), " has already taken ",
+              optimizer->stepCount(), " step(s); initialize amp before the first optimizer step");
+  TORCH_CHECK(props.combine_grad, "amp::initialize: combine_grad false: ", optimizer->name(),
+              " keeps its gradients combined; the fused optimizers need combine_grad");
+  if (props.enabled && props.lowPrecisionModel()) {
+    for (size_t i = 0; i < optimizer->params().size(); ++i) {
+      const at::Tensor& p = optimizer->params()[i];
+      const bool kept = p.scalar_type() == at::kFloat && props.keep_batchnorm_fp32;  // affine BatchNorm
+      TORCH_CHECK(p.scalar_type() == props.cast_model_type || kept, "amp::initialize: parameter ", i, " is ",
+                  p.scalar_type(), "; opt_level ", optLevelName(props.opt_level), " expects the model cast to ",
+                  c10::toString(props.cast_model_type), " first");
+    }
+  }
+  resetState();
+  if (props.enabled) checkMasters(*optimizer, props);
+  State& s = state();
+  s.optimizer = optimizer;
+  for (const auto& [name, t] : names) s.paramNames[t.unsafeGetTensorImpl()] = name;
+  finishInit(s, props, optimizer->params());
+  return s.props;
+}
+
+void set_param_names(const NamedParams& names) {
+  requireInit("set_param_names");
+  for (const auto& [name, t] : names) state().paramNames[t.unsafeGetTensorImpl()] = name;
 }
 
 bool isInitialized() { return state().initialized; }
@@ -516,6 +547,12 @@ LossResult ScaledLoss::finish() {
   s.skip = s.skip || r.skip;
   r.next_loss_scale = s.scalers[lossId_].lossScale();
   return r;
+}
+
+void ScaledLoss::abandon() {
+  if (finished_) return;
+  finished_ = true;
+  currentStash() = Stash();
 }
 
 ScaledLoss::~ScaledLoss() noexcept(false) {

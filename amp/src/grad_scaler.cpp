@@ -41,12 +41,34 @@ at::Tensor GradScaler::scale(const at::Tensor& outputs) {
   return out * at::scalar_tensor(scale_, out.options());
 }
 
-void GradScaler::unscale_(optim::NpuFusedOptimizer& optimizer) {
-  if (!options_.enabled) return;
-  PerOptimizer& st = perOptimizer_[&optimizer];
+GradScaler::PerOptimizer& GradScaler::beginUnscale(const void* key) {
+  PerOptimizer& st = perOptimizer_[key];
   TORCH_CHECK(st.stage != Stage::kUnscaled,
               "GradScaler.unscale_: unscale_() has already been called on this optimizer since the last update()");
   TORCH_CHECK(st.stage != Stage::kStepped, "GradScaler.unscale_: unscale_() is being called after step()");
+  return st;
+}
+
+void GradScaler::reportOverflow(const std::string& name) {
+  OverflowEvent e;
+  e.source = "non_finite";
+  e.detail = "GradScaler: non-finite gradient in " + name + " at scale " + std::to_string(scale_);
+  e.loss_scale = scale_;
+  detail::notifyOverflow(e);
+}
+
+GradScaler::PerOptimizer& GradScaler::beginStep(const void* key) {
+  TORCH_CHECK(scaledSinceUpdate_,
+              "GradScaler.step: step() before scale(): this iteration's loss was not scaled with scaler.scale(loss) "
+              "since the last update()");
+  PerOptimizer& st = perOptimizer_[key];
+  TORCH_CHECK(st.stage != Stage::kStepped, "GradScaler.step: step() has already been called since the last update()");
+  return st;
+}
+
+void GradScaler::unscale_(optim::NpuFusedOptimizer& optimizer) {
+  if (!options_.enabled) return;
+  PerOptimizer& st = beginUnscale(&optimizer);
   TORCH_CHECK(!lowPrecisionWithoutMasters(optimizer), "GradScaler.unscale_: attempting to unscale FP16/BF16 gradients: ",
               optimizer.name(),
               " steps low-precision parameters without fp32 master weights; torch.amp expects fp32 (master) "
@@ -55,23 +77,31 @@ void GradScaler::unscale_(optim::NpuFusedOptimizer& optimizer) {
   optimizer.unscaleGrads(1.0 / scale_, foundInf);
   st.foundInf = optim::readFoundInf(foundInf);
   st.stage = Stage::kUnscaled;
-  if (st.foundInf) {
-    OverflowEvent e;
-    e.source = "non_finite";
-    e.detail = std::string("GradScaler: non-finite gradient in ") + optimizer.name() + " at scale " +
-               std::to_string(scale_);
-    e.loss_scale = scale_;
-    detail::notifyOverflow(e);
+  if (st.foundInf) reportOverflow(optimizer.name());
+}
+
+void GradScaler::unscale_(const void* key, const std::string& name, const std::vector<at::Tensor>& grads) {
+  if (!options_.enabled) return;
+  PerOptimizer& st = beginUnscale(key);
+  at::NoGradGuard noGrad;
+  bool found = false;
+  for (const at::Tensor& g : grads) {
+    if (!g.defined()) continue;
+    TORCH_CHECK(g.scalar_type() != at::kHalf && g.scalar_type() != at::kBFloat16,
+                "GradScaler.unscale_: attempting to unscale FP16/BF16 gradients of ", name,
+                "; torch.amp expects fp32 parameters (keep the model fp32 under autocast)");
+    at::Tensor grad = g;  // a handle sharing g's storage: mul_ writes the user's gradient
+    grad.mul_(1.0 / scale_);
+    if (!found && !at::isfinite(grad).all().item<bool>()) found = true;
   }
+  st.foundInf = found;
+  st.stage = Stage::kUnscaled;
+  if (found) reportOverflow(name);
 }
 
 bool GradScaler::step(optim::NpuFusedOptimizer& optimizer) {
   if (!options_.enabled) return optimizer.step();
-  TORCH_CHECK(scaledSinceUpdate_,
-              "GradScaler.step: step() before scale(): this iteration's loss was not scaled with scaler.scale(loss) "
-              "since the last update()");
-  PerOptimizer& st = perOptimizer_[&optimizer];
-  TORCH_CHECK(st.stage != Stage::kStepped, "GradScaler.step: step() has already been called since the last update()");
+  PerOptimizer& st = beginStep(&optimizer);
   if (st.stage == Stage::kReady) unscale_(optimizer);
   bool stepped = false;
   if (st.foundInf) {
@@ -79,6 +109,20 @@ bool GradScaler::step(optim::NpuFusedOptimizer& optimizer) {
   } else {
     stepped = optimizer.step();
   }
+  st.stage = Stage::kStepped;
+  return stepped;
+}
+
+bool GradScaler::step(const void* key, const std::string& name, const std::vector<at::Tensor>& grads,
+                      const std::function<void()>& stepFn) {
+  if (!options_.enabled) {
+    stepFn();
+    return true;
+  }
+  PerOptimizer& st = beginStep(key);
+  if (st.stage == Stage::kReady) unscale_(key, name, grads);
+  const bool stepped = !st.foundInf;
+  if (stepped) stepFn();
   st.stage = Stage::kStepped;
   return stepped;
 }

@@ -223,6 +223,30 @@ const CombinedTensor& NpuFusedOptimizer::stateSlot(ParamBank& bank, const std::s
   return it->second;
 }
 
+std::vector<std::pair<std::string, double>> NpuFusedOptimizer::groupOptionValues(size_t group) const {
+  TORCH_CHECK(group < numGroups(), name(), ": param group ", group, " does not exist (", numGroups(), " groups)");
+  return groupOptions(group);
+}
+
+void NpuFusedOptimizer::setGroupOptionValues(size_t group, const std::vector<std::pair<std::string, double>>& values) {
+  const auto before = groupOptionValues(group);
+  for (const auto& [key, value] : values) {
+    bool known = false;
+    for (const auto& kv : before) known = known || kv.first == key;
+    if (known) continue;
+    std::string names;
+    for (const auto& kv : before) names += (names.empty() ? "" : ", ") + kv.first;
+    TORCH_CHECK(false, name(), ": param group ", group, " has no option '", key, "' (expected one of ", names, ")");
+  }
+  for (const auto& [key, value] : values) setGroupOption(group, key, value);
+  try {
+    validateGroup(group);
+  } catch (...) {
+    for (const auto& [key, value] : before) setGroupOption(group, key, value);
+    throw;
+  }
+}
+
 StateDict NpuFusedOptimizer::stateDict() const {
   StateDict dict;
   dict["step"] = at::scalar_tensor(step_, at::TensorOptions().dtype(at::kLong));

@@ -9,6 +9,7 @@
 #include "cli/fail.h"
 #include "cli/ops_command.h"
 #include "cli/report.h"
+#include "cli/run_command.h"
 #include "dump_commands.h"
 #include "npuscope/core/format.h"
 #include "npuscope/device/npu.h"
@@ -130,11 +131,30 @@ int main(int argc, char** argv) {
   bool ops_csv = false;
   ops_cmd->add_flag("--csv", ops_csv, "CSV on stdout");
 
+  npuscope::cli::RunOptions run;
+  auto* run_cmd = app.add_subcommand(
+      "run", "Run your own Python training script on the npu under recording, then print its report");
+  run_cmd->add_option("--db", run.db, "Trace file the run is recorded into")->capture_default_str();
+  run_cmd->add_option("--dump-config", run.dump_config, "Dump op tensors as this acl.json says (else ACL_DUMP_DATA=1 "
+                                                        "with ./acl.json)");
+  run_cmd->add_flag("--transfer-to-npu", run.transfer_to_npu,
+                    "Run an unmodified CUDA script: cuda devices, torch.cuda.* and torch.cuda.amp mean the npu");
+  run_cmd->add_option("--schedule", run.schedule, "Profiler schedule: skip_first=N,wait=N,warmup=N,active=N,repeat=N");
+  bool run_no_report = false;
+  run_cmd->add_flag("--no-report", run_no_report, "Do not print the report after the script");
+  run_cmd->add_option("script", run.script, "-- script.py [its arguments...]")->required();
+  run_cmd->footer("Example: npuscope run --db run.db -- train.py --epochs 1\n"
+                  "The script runs with /usr/bin/python3 (NPUSCOPE_PYTHON overrides) and keeps its exit status.");
+
   int exit_code = 0;  // set by the dump / compare callbacks
   npuscope::dumper::addDumpCommands(app, exit_code);
 
   CLI11_PARSE(app, argc, argv);
 
+  if (run_cmd->parsed()) {
+    run.report = !run_no_report;
+    return npuscope::cli::runScript(run);
+  }
   if (ops_cmd->parsed()) {
     if (ops_csv) ops.format = "csv";
     return npuscope::cli::runOps(ops);

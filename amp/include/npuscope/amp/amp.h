@@ -168,9 +168,21 @@ Initialized initialize(std::shared_ptr<torch::nn::Module> model, std::shared_ptr
                        const Options& options = {});
 Initialized initialize(std::shared_ptr<torch::nn::Module> model, const OptimizerFactory& makeOptimizer,
                        const Options& options = {});
-// Plain parameters stepped by an optimizer of the caller's (torch::optim, hand-written): O0/O1
-// only (nothing to cast, no masters); step(fn) then decides whether fn runs.
+// Plain parameters stepped by an optimizer of the caller's (torch::optim, hand-written, or
+// Python's torch.optim): no master weights. A level that casts the model (O0 of low-precision
+// parameters, O3, O2 without master weights) needs the parameters already cast by the caller;
+// step(fn) then decides whether fn runs.
 Properties initialize(const std::vector<at::Tensor>& params, const Options& options = {});
+
+// For front-ends that own the model themselves (Python's nn.Module): the caller has cast the
+// model as resolveOptions(options) says and built `optimizer` over its parameters, with master
+// weights exactly when the resolved properties have them (checked). `names` name the
+// parameters in overflow events ("layer1.weight"); parameters without a name are "param.<i>".
+using NamedParams = std::vector<std::pair<std::string, at::Tensor>>;
+Properties initialize(std::shared_ptr<optim::NpuFusedOptimizer> optimizer, const Options& options,
+                      const NamedParams& names = {});
+// Names plain parameters (initialize(params, ...)) in overflow events.
+void set_param_names(const NamedParams& names);
 
 bool isInitialized();
 const Properties& properties();
@@ -224,6 +236,10 @@ class ScaledLoss {
   const at::Tensor& get() const { return scaled_; }
   void backward(bool retainGraph = false);
   LossResult finish();
+  // Ends the scope without unscaling or updating the scaler (the caller's backward failed);
+  // the gradients are left as they are. Front-ends whose scopes end outside C++ unwinding
+  // (Python's `with`) call it on an exception.
+  void abandon();
 
  private:
   friend ScaledLoss scale_loss(const at::Tensor&, optim::NpuFusedOptimizer&, int);

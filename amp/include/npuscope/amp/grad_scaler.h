@@ -20,9 +20,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -50,6 +52,12 @@ class GradScaler {
   // Unscales if unscale_() was not called, then steps unless an inf/nan was found. Returns
   // whether the optimizer stepped.
   bool step(optim::NpuFusedOptimizer& optimizer);
+  // The same for an optimizer that is not fused (Python's torch.optim): `key` identifies it,
+  // `name` names it in errors, `grads` are its parameters' gradients (undefined ones are
+  // skipped), unscaled in place one by one; `stepFn` steps it.
+  void unscale_(const void* key, const std::string& name, const std::vector<at::Tensor>& grads);
+  bool step(const void* key, const std::string& name, const std::vector<at::Tensor>& grads,
+            const std::function<void()>& stepFn);
   // Updates the scale from this iteration's found-infs, or sets it to `newScale`.
   void update(std::optional<double> newScale = std::nullopt);
 
@@ -77,7 +85,11 @@ class GradScaler {
   int64_t growthTracker_ = 0;
   bool scaledSinceUpdate_ = false;
   double scaleUsed_ = 0;
-  std::map<const optim::NpuFusedOptimizer*, PerOptimizer> perOptimizer_;
+  std::map<const void*, PerOptimizer> perOptimizer_;
+  // The found-inf bookkeeping shared by both kinds of optimizer.
+  PerOptimizer& beginUnscale(const void* key);
+  void reportOverflow(const std::string& name);
+  PerOptimizer& beginStep(const void* key);
 };
 
 }  // namespace npuscope::amp

@@ -109,6 +109,14 @@ class NpuFusedOptimizer {
   std::vector<CombinedTensor> modelGradBuffers() const;
   std::vector<CombinedTensor> steppedGradBuffers() const;
 
+  // Hyper-parameters of group g by their state-dict names ("lr", "beta1", "weight_decay", ...;
+  // booleans and enums as numbers), and one of them set by name. A front-end keeping its own
+  // copy of the groups (Python's param_groups) syncs through these. Values are set together and
+  // then validated; an unknown key, or values the optimizer refuses, throw c10::Error naming
+  // them and leave the group unchanged.
+  std::vector<std::pair<std::string, double>> groupOptionValues(size_t group) const;
+  void setGroupOptionValues(size_t group, const std::vector<std::pair<std::string, double>>& values);
+
   StateDict stateDict() const;
   // Restores a stateDict() of an optimizer built over parameters of the same shapes, dtypes and
   // grouping. State slots missing from `dict` are dropped, as if never created.
@@ -123,6 +131,8 @@ class NpuFusedOptimizer {
   // Hyper-parameters of group g as named doubles, and back (for the state dict).
   virtual std::vector<std::pair<std::string, double>> groupOptions(size_t group) const = 0;
   virtual void setGroupOption(size_t group, const std::string& key, double value) = 0;
+  // Throws c10::Error naming the bad option when group g's options are invalid.
+  virtual void validateGroup(size_t group) const = 0;
 
   std::vector<ParamBank>& mutableBanks() { return banks_; }
   // The state slot `name` of `bank`, created filled with `init` (padding zero) when missing;
@@ -202,6 +212,7 @@ class FusedOptimizerWithOptions : public NpuFusedOptimizer {
       if (key == k) field = optionFromDouble<std::decay_t<decltype(field)>>(value);
     });
   }
+  void validateGroup(size_t group) const override { groups_.at(group).validate(); }
 
   std::vector<Options> groups_;
 

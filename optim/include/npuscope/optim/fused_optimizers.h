@@ -317,3 +317,21 @@ class NpuFusedRMSpropTF : public FusedOptimizerWithOptions<NpuFusedRMSpropTFOpti
 };
 
 }  // namespace npuscope::optim
+
+namespace npuscope::optim {
+
+// Options of one param group by their state-dict names (see groupOptionValues()).
+using OptionValues = std::vector<std::pair<std::string, double>>;
+
+// The fused optimizer `name` — torch_npu's class name ("NpuFusedAdam") or the CLI's short name
+// ("adam") — over `groups`; group g starts from the class's defaults and takes options[g] by
+// name. NpuFusedSGD has no default lr: each group must give one. Unknown names, unknown
+// options and invalid values throw c10::Error naming them.
+std::shared_ptr<NpuFusedOptimizer> makeFusedOptimizer(const std::string& name,
+                                                      const std::vector<std::vector<at::Tensor>>& groups,
+                                                      const std::vector<OptionValues>& options,
+                                                      FusedOptimizerConfig config = {});
+// The eight class names, in the order of the CLI's short names.
+const std::vector<std::string>& fusedOptimizerNames();
+
+}  // namespace npuscope::optim

@@ -1,0 +1,144 @@
+"""Device strings: "npu" / "npu:N" (and, after ``npuscope.transfer_to_npu``, "cuda" / "cuda:N")
+accepted where a user writes a device.
+
+torch 1.13 has no ``rename_privateuse1_backend``: its parser knows only ``privateuseone``, and
+``torch.device`` is a C type that cannot learn a new name. So npuscope maps the spellings itself
+at the entry points scripts use (the list below, in ``install``); a spelling it does not see
+(``torch.device("npu")`` itself, a device string inside a C++ extension of someone else's) still
+fails, and ``npuscope.device("npu:0")`` gives the torch.device to use there.
+"""
+import functools
+
+import torch
+
+from . import _C
+
+NPU_TYPE = "privateuseone"
+_state = {"cuda": False}  # transfer_to_npu maps "cuda" spellings too
+
+
+def _index_of(text, prefix):
+    rest = text[len(prefix):]
+    if rest == "":
+        return None
+    if not rest.startswith(":") or not rest[1:].isdigit():
+        raise RuntimeError(f"device '{text}': expected '{prefix}' or '{prefix}:N'")
+    return int(rest[1:])
+
+
+def _npu_device(index):
+    if index is None:
+        index = _C.npu.current_device()
+    count = _C.npu.device_count()
+    if index >= count:
+        raise RuntimeError(f"device 'npu:{index}': this process sees {count} npu device(s) (npu:0..npu:{count - 1}; "
+                           "see ASCEND_RT_VISIBLE_DEVICES)")
+    return torch.device(NPU_TYPE, index)
+
+
+def map_device(d):
+    """The device torch understands for ``d``: "npu[:N]" (and "cuda[:N]" once transfer_to_npu is
+    imported) become ``privateuseone:N``; anything else is returned unchanged."""
+    if isinstance(d, str):
+        text = d.strip()
+        if text == "npu" or text.startswith("npu:"):
+            return _npu_device(_index_of(text, "npu"))
+        if _state["cuda"] and (text == "cuda" or text.startswith("cuda:")):
+            return _npu_device(_index_of(text, "cuda"))
+        return d
+    if _state["cuda"] and isinstance(d, torch.device) and d.type == "cuda":
+        return _npu_device(d.index)
+    return d
+
+
+def device(spec="npu", index=None):
+    """A torch.device for an npu: ``device("npu:1")``, ``device("npu", 1)``, ``device(1)``."""
+    if isinstance(spec, int):
+        return _npu_device(spec)
+    if index is not None:
+        spec = f"{spec}:{index}"
+    mapped = map_device(spec)
+    return mapped if isinstance(mapped, torch.device) else torch.device(mapped)
+
+
+def format_device(d):
+    """"npu:0" for an npu device, torch's own name otherwise."""
+    d = d if isinstance(d, torch.device) else torch.device(map_device(d))
+    if d.type == NPU_TYPE:
+        return f"npu:{d.index if d.index is not None else _C.npu.current_device()}"
+    return str(d)
+
+
+def is_npu(t):
+    return t.device.type == NPU_TYPE
+
+
+def _map_kwargs(kwargs):
+    d = kwargs.get("device")
+    if d is not None:
+        kwargs["device"] = map_device(d)
+
+
+def _wrap_device_kwarg(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        _map_kwargs(kwargs)
+        return fn(*args, **kwargs)
+    wrapper._npuscope_wrapped = fn
+    return wrapper
+
+
+def _wrap_to(fn):
+    # tensor.to(device, ...), module.to(device, ...): the device may be the first positional.
+    @functools.wraps(fn)
+    def to(self, *args, **kwargs):
+        if args and isinstance(args[0], (str, torch.device)):
+            args = (map_device(args[0]),) + args[1:]
+        _map_kwargs(kwargs)
+        return fn(self, *args, **kwargs)
+    to._npuscope_wrapped = fn
+    return to
+
+
+_FACTORIES = ["tensor", "as_tensor", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm",
+              "arange", "range", "linspace", "logspace", "eye", "empty_strided", "zeros_like", "ones_like",
+              "empty_like", "full_like", "rand_like", "randn_like", "randint_like", "normal", "tril_indices",
+              "triu_indices", "scalar_tensor", "from_numpy"]
+_TENSOR_METHODS = ["new_tensor", "new_zeros", "new_ones", "new_empty", "new_full"]
+
+
+def _tensor_npu(self, device=None, non_blocking=False, memory_format=torch.preserve_format):
+    """tensor.npu(): a copy on the current (or the given) npu, as tensor.cuda() does."""
+    target = _npu_device(None) if device is None else (
+        _npu_device(device) if isinstance(device, int) else map_device(device))
+    return self.to(target, non_blocking=non_blocking, memory_format=memory_format)
+
+
+def _module_npu(self, device=None):
+    """module.npu(): every parameter and buffer to the current (or the given) npu."""
+    target = _npu_device(None) if device is None else (
+        _npu_device(device) if isinstance(device, int) else map_device(device))
+    return self.to(target)
+
+
+def install():
+    """Wraps torch's entry points once (idempotent)."""
+    if getattr(torch, "_npuscope_devices_installed", False):
+        return
+    for name in _FACTORIES:
+        fn = getattr(torch, name, None)
+        if fn is not None and name != "from_numpy":
+            setattr(torch, name, _wrap_device_kwarg(fn))
+    for name in _TENSOR_METHODS:
+        setattr(torch.Tensor, name, _wrap_device_kwarg(getattr(torch.Tensor, name)))
+    torch.Tensor.to = _wrap_to(torch.Tensor.to)
+    torch.nn.Module.to = _wrap_to(torch.nn.Module.to)
+    torch.Tensor.npu = _tensor_npu
+    torch.Tensor.is_npu = property(is_npu)
+    torch.nn.Module.npu = _module_npu
+    torch._npuscope_devices_installed = True
+
+
+def enable_cuda_spellings():
+    """transfer_to_npu: "cuda" spellings mean the npu from now on."""
+    _state["cuda"] = True

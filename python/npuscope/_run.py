@@ -1,0 +1,77 @@
+"""The Python side of ``npuscope run``: runs an unmodified script under a recording.
+
+    /usr/bin/python3 -m npuscope._run --db run.db [--dump-config acl.json] [--transfer-to-npu]
+        [--schedule S] [--run-id-file F] -- script.py args...
+
+The script runs as ``__main__`` with its own argv; its exit status is kept. A script that
+raises (or is interrupted) leaves the file consistent with its run marked failed and the
+exception's last line in results_json.
+"""
+import argparse
+import os
+import runpy
+import sys
+import traceback
+
+
+def main(argv):
+    if "--" not in argv:
+        print("npuscope run: expected '-- script.py [args...]'", file=sys.stderr)
+        return 2
+    cut = argv.index("--")
+    parser = argparse.ArgumentParser(prog="npuscope run")
+    parser.add_argument("--db", default="npuscope.db")
+    parser.add_argument("--dump-config", default="")
+    parser.add_argument("--transfer-to-npu", action="store_true")
+    parser.add_argument("--schedule", default="")
+    parser.add_argument("--run-id-file", default="")
+    opts = parser.parse_args(argv[:cut])
+    script_argv = argv[cut + 1:]
+    if not script_argv:
+        print("npuscope run: no script given after '--'", file=sys.stderr)
+        return 2
+    script = script_argv[0]
+    if not os.path.isfile(script):
+        print(f"npuscope run: {script}: no such script", file=sys.stderr)
+        return 2
+
+    import npuscope
+    if opts.transfer_to_npu:
+        import npuscope.transfer_to_npu  # noqa: F401
+    try:
+        prof = npuscope.Profile(opts.db, schedule=opts.schedule or None, dump_config=opts.dump_config or None,
+                                command="run " + " ".join(script_argv))
+        prof.start()
+    except (RuntimeError, ValueError, OSError) as e:
+        print(f"npuscope run: {e}", file=sys.stderr)
+        return 1
+    if opts.run_id_file:
+        with open(opts.run_id_file, "w") as f:
+            f.write(f"{prof.run_id}\n")
+
+    sys.argv = list(script_argv)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    status, results, code = "completed", {}, 0
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if code != 0:
+            status, results = "failed", {"error": f"SystemExit: {e.code}"}
+    except KeyboardInterrupt:
+        status, results, code = "failed", {"error": "interrupted"}, 130
+    except BaseException as e:  # noqa: B902  (the script's own failure, reported and kept)
+        traceback.print_exc()
+        line = (f"{type(e).__name__}: {e}".splitlines() or [type(e).__name__])[0]
+        status, results, code = "failed", {"error": line}, 1
+    results["exit_status"] = code
+    try:
+        prof.stop(status, results)
+    except RuntimeError as e:
+        print(f"npuscope run: {e}", file=sys.stderr)
+        code = code or 1
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,272 @@
+"""Recording a Python training run into an npuscope trace file (the same RecordingSession, file
+and schema as ``npuscope train``; read it with ``npuscope report``, ``export``, the GUI)::
+
+    with npuscope.profile(db="run.db", schedule="wait=1,warmup=1,active=3") as prof:
+        for x, y in loader:
+            ...
+            prof.step(loss)          # optional: without it, steps end at each optimizer step
+
+Every op on every thread is recorded by the C++ profiler; ``nn.Module`` calls appear as scopes
+("nn.Module: layer1.0.conv1 (Conv2d)") like torch.profiler's with_modules, and
+``npuscope.record_function(name)`` adds scopes of your own. Loss scale, overflow and skipped
+flags come from npuscope.amp (apex API, autocast/GradScaler) without user code.
+``ACL_DUMP_DATA=1`` with ./acl.json, or ``dump_config="acl.json"`` (``npuscope.dump``), dumps
+op tensors into the same file as the CLI does.
+"""
+import contextlib
+import json
+import sys
+import threading
+import warnings
+
+import torch
+
+from . import _C
+
+__all__ = ["profile", "Profile", "record_function", "dump", "schedule"]
+
+_active = None        # the Profile recording now
+_suppress = threading.local()
+
+
+def schedule(skip_first=0, wait=0, warmup=0, active=1 << 30, repeat=0):
+    """torch.profiler.schedule's parameters as the schedule string npuscope takes."""
+    return f"skip_first={skip_first},wait={wait},warmup={warmup},active={active},repeat={repeat}"
+
+
+def _schedule_text(s):
+    if s is None:
+        return ""
+    if isinstance(s, str):
+        return s
+    if isinstance(s, dict):
+        return schedule(**s)
+    raise TypeError("profile: schedule must be a string such as 'wait=1,warmup=1,active=3' or a dict "
+                    "(torch.profiler.schedule callables cannot be read; use npuscope.profiler.schedule(...))")
+
+
+class record_function(torch.autograd.profiler.record_function):  # noqa: N801  (torch's name)
+    """A named scope around the ops inside it (a user scope of the trace), as
+    torch.profiler.record_function; a context manager or decorator."""
+
+
+class Profile:
+    """A recording; ``npuscope.profile(...)`` makes one. Use it as a context manager, or call
+    start() and stop()."""
+
+    def __init__(self, db="npuscope.db", schedule=None, record_shapes=True, profile_memory=True, with_modules=True,
+                 dump_config=None, command=None):
+        self.db = str(db)
+        self._schedule = _schedule_text(schedule)
+        self._record_shapes = bool(record_shapes)
+        self._memory = bool(profile_memory)
+        self._with_modules = bool(with_modules)
+        self._dump_config = str(dump_config) if dump_config else ""
+        self._command = command or ("python3 " + " ".join(sys.argv) if sys.argv and sys.argv[0] else "python3")
+        self._session = None
+        self._outer = None          # an enclosing recording this one forwards to
+        self._explicit = False      # the script calls step() itself
+        self._hooks = []
+        self._scopes = []           # open module scopes (record_function objects)
+        self._names = {}            # id(module) -> qualified name, from the root module's walk
+        self._patched = []
+        self._info = {}
+        self._last_loss = None
+        self._optimizer = None
+
+    # ---- life cycle ------------------------------------------------------------------------
+    def start(self):
+        global _active
+        if _active is not None:
+            # `npuscope run` records already (or profiles nest): this one rides on it.
+            warnings.warn(f"npuscope.profile({self.db!r}): a recording into {_active.db!r} is already active; "
+                          "steps go to that one", stacklevel=3)
+            self._outer = _active
+            return self
+        run = {"command": self._command, "device": "npu:%d" % _C.npu.current_device()}
+        self._session = _C.profiler.LoopSession(self.db, run, self._schedule, self._record_shapes, self._memory,
+                                                self._dump_config)
+        _active = self
+        if _C.amp.is_initialized():  # amp set up before the recording started
+            from . import amp as _amp
+            _amp_initialized(_C.amp.properties(), _amp._state.optimizer)
+        if self._with_modules:
+            self._install_module_hooks()
+        self._patch_torch_optimizers()
+        return self
+
+    def stop(self, status="completed", results=None):
+        """Ends the run with ``status`` ("completed", "failed"); ``results`` (a dict) joins the
+        run's results_json. Returns the run id."""
+        global _active
+        if self._outer is not None or self._session is None:
+            return self.run_id
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        while self._scopes:
+            self._scopes.pop().__exit__(None, None, None)
+        for cls, original in self._patched:
+            cls.step = original
+        self._patched = []
+        out = dict(self._info)
+        if results:
+            out.update(results)
+        if _active is self:
+            _active = None
+        run_id = self._session.run_id
+        st = self._session.stop(status, json.dumps(out) if out else "")
+        if not st.ok():
+            raise RuntimeError(f"npuscope.profile: {st.message}")
+        return run_id
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.stop("completed")
+        else:
+            line = "".join(f"{exc_type.__name__}: {exc}".splitlines()[:1])
+            self.stop("failed", {"error": "interrupted" if exc_type is KeyboardInterrupt else line})
+        return False
+
+    # ---- steps -----------------------------------------------------------------------------
+    def step(self, loss=None):
+        """Ends the current step (with its loss, a float or a one-element tensor) and begins the
+        next. Once a script calls it, steps are no longer ended at optimizer steps."""
+        if self._outer is not None:
+            return self._outer.step(loss)
+        self._explicit = True
+        self._end_step(loss)
+
+    def _end_step(self, loss):
+        if loss is None:
+            loss = self._last_loss
+        if isinstance(loss, torch.Tensor):
+            loss = float(loss.detach().float().cpu()) if loss.numel() == 1 else None
+        lr = None
+        if self._optimizer is not None and getattr(self._optimizer, "param_groups", None):
+            lr = float(self._optimizer.param_groups[0].get("lr", float("nan")))
+        self._last_loss = None
+        self._session.step(loss, lr)
+
+    @property
+    def run_id(self):
+        if self._outer is not None:
+            return self._outer.run_id
+        return self._session.run_id if self._session is not None else None
+
+    @property
+    def current_step(self):
+        target = self._outer or self
+        return target._session.current_step if target._session is not None else None
+
+    @property
+    def recorded_ops(self):
+        target = self._outer or self
+        return target._session.recorded_ops if target._session is not None else 0
+
+    # ---- module scopes ---------------------------------------------------------------------
+    def _module_name(self, module):
+        name = self._names.get(id(module))
+        if name is None:
+            # A module called outside any known root: it becomes a root; name its tree.
+            for sub_name, sub in module.named_modules():
+                self._names.setdefault(id(sub), sub_name)
+            name = self._names.get(id(module), "")
+        label = type(module).__name__
+        return f"nn.Module: {name} ({label})" if name else f"nn.Module: {label}"
+
+    def _install_module_hooks(self):
+        def pre(module, inputs):
+            rf = record_function(self._module_name(module))
+            rf.__enter__()
+            self._scopes.append(rf)
+
+        def post(module, inputs, output):
+            if self._scopes:
+                self._scopes.pop().__exit__(None, None, None)
+
+        self._hooks.append(torch.nn.modules.module.register_module_forward_pre_hook(pre))
+        self._hooks.append(torch.nn.modules.module.register_module_forward_hook(post))
+
+    # ---- optimizer steps -------------------------------------------------------------------
+    def _patch_torch_optimizers(self):
+        # torch 1.13 has no global optimizer-step hook: each torch.optim class's step ends a step
+        # while recording (npuscope's own optimizers and amp tell the recording themselves).
+        from . import optimizers as ours
+        seen = set()
+        todo = list(torch.optim.Optimizer.__subclasses__())
+        while todo:
+            cls = todo.pop()
+            if cls in seen:
+                continue
+            seen.add(cls)
+            todo += cls.__subclasses__()
+            if issubclass(cls, ours._NpuFusedOptimizer) or "step" not in cls.__dict__:
+                continue
+            original = cls.__dict__["step"]
+
+            def make(original):
+                def step(opt, *args, **kwargs):
+                    out = original(opt, *args, **kwargs)
+                    _optimizer_stepped(opt, None)
+                    return out
+                step.__wrapped__ = original
+                return step
+            cls.step = make(original)
+            self._patched.append((cls, original))
+
+
+def profile(db="npuscope.db", schedule=None, record_shapes=True, profile_memory=True, with_modules=True,
+            dump_config=None):
+    """A recording into the trace file ``db`` (created when missing; runs are appended)."""
+    return Profile(db, schedule, record_shapes, profile_memory, with_modules, dump_config)
+
+
+def dump(config="acl.json", db="npuscope.db", **kwargs):
+    """A recording that also dumps op tensors as ``config`` (an acl.json) says, whatever
+    ACL_DUMP_DATA is: the dumps are rows of the trace file ``db`` (and Ascend dump files when the
+    config has a dump_path), as ``ACL_DUMP_DATA=1 npuscope train`` makes them."""
+    return Profile(db, dump_config=config, **kwargs)
+
+
+# ---- hooks for npuscope.amp and npuscope.optimizers ------------------------------------------
+@contextlib.contextmanager
+def _suppress_auto_step():
+    depth = getattr(_suppress, "depth", 0)
+    _suppress.depth = depth + 1
+    try:
+        yield
+    finally:
+        _suppress.depth = depth
+
+
+def _optimizer_stepped(optimizer, loss):
+    """An optimizer step (or GradScaler.update) finished: the end of a step for scripts that
+    never call Profile.step()."""
+    p = _active
+    if p is None or p._session is None or getattr(_suppress, "depth", 0) > 0:
+        return
+    if optimizer is not None:
+        p._optimizer = optimizer
+        p._info.setdefault("optimizer", type(optimizer).__name__)
+    if not p._explicit:
+        p._end_step(loss)
+
+
+def _loss_seen(loss):
+    p = _active
+    if p is not None and p._session is not None:
+        p._last_loss = loss
+
+
+def _amp_initialized(props, optimizer):
+    p = _active
+    if p is not None and p._session is not None:
+        p._info["opt_level"] = props["opt_level"]
+        p._info["amp"] = {k: v for k, v in props.items() if k != "describe"}
+        if optimizer is not None:
+            p._info["optimizer"] = type(optimizer).__name__
+            p._optimizer = optimizer

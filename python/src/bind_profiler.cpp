@@ -1,0 +1,58 @@
+// Recording from Python: the LoopSession that `npuscope.profile` and `npuscope run` drive.
+#include "npuscope/profiler/loop_session.h"
+
+#include "bindings.h"
+
+namespace npuscope::python {
+
+void bindProfiler(py::module_& root) {
+  py::module_ m = root.def_submodule("profiler", "recording into npuscope trace files");
+  m.def("check_schedule", [](const std::string& text) { throwIfError(profiler::Schedule::parse(text).status()); });
+  py::class_<profiler::LoopSession>(m, "LoopSession")
+      .def(py::init([](const std::string& path, const py::dict& run, const std::string& schedule, bool recordShapes,
+                       bool recordMemory, const std::string& dumpConfig) {
+             profiler::LoopSessionOptions o;
+             o.session.path = path;
+             auto str = [&](const char* k) { return run.contains(k) ? run[k].cast<std::string>() : std::string(); };
+             o.session.run.command = str("command");
+             o.session.run.model = str("model");
+             o.session.run.opt_level = str("opt_level");
+             o.session.run.optimizer = str("optimizer");
+             o.session.run.device = str("device");
+             o.session.run.config_json = str("config_json");
+             if (!schedule.empty()) {
+               auto s = profiler::Schedule::parse(schedule);
+               if (!s.isOk()) throw py::value_error("schedule: " + s.status().message());
+               o.session.schedule = s.value();
+             }
+             o.session.record_shapes = recordShapes;
+             o.session.record_memory = recordMemory;
+             o.dump_config = dumpConfig;
+             return valueOrThrow(profiler::LoopSession::start(o)).release();
+           }),
+           py::arg("path"), py::arg("run"), py::arg("schedule") = "", py::arg("record_shapes") = true,
+           py::arg("record_memory") = true, py::arg("dump_config") = "")
+      .def(
+          "step",
+          [](profiler::LoopSession& s, std::optional<double> loss, std::optional<double> lr,
+             std::optional<double> gradNorm) { throwIfError(s.step(loss, lr, gradNorm)); },
+          py::arg("loss") = py::none(), py::arg("lr") = py::none(), py::arg("grad_norm") = py::none())
+      .def_property_readonly("amp_step_pending", &profiler::LoopSession::ampStepPending)
+      .def(
+          "stop",
+          [](profiler::LoopSession& s, const std::string& status, const std::string& results) {
+            py::gil_scoped_release release;  // waits for the writer's last commit
+            return s.stop(status, results);
+          },
+          py::arg("status") = "completed", py::arg("results_json") = "")
+      .def_property_readonly("run_id", &profiler::LoopSession::runId)
+      .def_property_readonly("current_step", &profiler::LoopSession::currentStep)
+      .def_property_readonly("recorded_ops", &profiler::LoopSession::recordedOps)
+      .def_property_readonly("dumping", &profiler::LoopSession::dumping)
+      .def_property_readonly("dump_directory", &profiler::LoopSession::dumpDirectory);
+  py::class_<Status>(m, "Status")
+      .def("ok", &Status::isOk)
+      .def_property_readonly("message", &Status::message);
+}
+
+}  // namespace npuscope::python
