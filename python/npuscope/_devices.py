@@ -121,6 +121,43 @@ def _module_npu(self, device=None):
     return self.to(target)
 
 
+def _rebuild_npu_tensor(cpu, index, requires_grad):
+    """Unpickling an npu tensor: its CPU copy back onto npu:index (npuscope must be imported to
+    load such a file, as torch_npu must be for files of real NPUs)."""
+    t = cpu.to(torch.device(NPU_TYPE, index))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _wrap_reduce_ex(original):
+    # torch 1.13 pickles a tensor through its storage, which it cannot create for privateuseone:
+    # npu tensors are saved as their CPU copy plus the npu index (torch.save, pickle, deepcopy).
+    @functools.wraps(original)
+    def __reduce_ex__(self, proto):
+        if self.device.type == NPU_TYPE and type(self) is torch.Tensor:
+            return (_rebuild_npu_tensor, (self.detach().cpu(), self.device.index, self.requires_grad))
+        return original(self, proto)
+    return __reduce_ex__
+
+
+def _wrap_deepcopy(original):
+    @functools.wraps(original)
+    def __deepcopy__(self, memo):
+        if self.device.type != NPU_TYPE or type(self) is not torch.Tensor:
+            return original(self, memo)
+        if id(self) in memo:
+            return memo[id(self)]
+        with torch.no_grad():
+            new = self.clone()
+        new.requires_grad_(self.requires_grad)
+        if self.grad is not None:
+            new.grad = self.grad.__deepcopy__(memo)
+        memo[id(self)] = new
+        return new
+    return __deepcopy__
+
+
 def install():
     """Wraps torch's entry points once (idempotent)."""
     if getattr(torch, "_npuscope_devices_installed", False):
@@ -136,6 +173,8 @@ def install():
     torch.Tensor.npu = _tensor_npu
     torch.Tensor.is_npu = property(is_npu)
     torch.nn.Module.npu = _module_npu
+    torch.Tensor.__reduce_ex__ = _wrap_reduce_ex(torch.Tensor.__reduce_ex__)
+    torch.Tensor.__deepcopy__ = _wrap_deepcopy(torch.Tensor.__deepcopy__)
     torch._npuscope_devices_installed = True
 
 

@@ -56,6 +56,8 @@ def main(argv):
         runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if not isinstance(e.code, int) and e.code is not None:
+            print(e.code, file=sys.stderr)  # as the interpreter does for sys.exit("message")
         if code != 0:
             status, results = "failed", {"error": f"SystemExit: {e.code}"}
     except KeyboardInterrupt:

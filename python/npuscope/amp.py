@@ -164,7 +164,9 @@ def initialize(models, optimizers=None, enabled=True, opt_level="O1", cast_model
     opts = _options(opt_level=opt_level, cast_model_type=cast_model_type, patch_torch_functions=patch_torch_functions,
                     keep_batchnorm_fp32=keep_batchnorm_fp32, master_weights=master_weights, loss_scale=loss_scale,
                     cast_model_outputs=cast_model_outputs, num_losses=num_losses, verbosity=verbosity,
-                    min_loss_scale=min_loss_scale, max_loss_scale=max_loss_scale, combine_grad=combine_grad,
+                    min_loss_scale=min_loss_scale,
+                    # apex's signature default; only a different cap is an explicit option
+                    max_loss_scale=None if max_loss_scale == 2.**24 else max_loss_scale, combine_grad=combine_grad,
                     dynamic_init_scale=dynamic_init_scale, scale_growth_factor=scale_growth_factor,
                     scale_backoff_factor=scale_backoff_factor, scale_window=scale_window,
                     low_precision=low_precision, overflow_check=overflow_check, enabled=enabled)

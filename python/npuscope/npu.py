@@ -114,12 +114,12 @@ def set_float_status_tracking(on):
 
 
 def manual_seed(seed):
-    """npu tensors are drawn by the CPU generator (the device computes on the host)."""
-    torch.manual_seed(seed)
+    """npu random numbers come from torch's CPU generator (the device computes on the host)."""
+    torch.random.default_generator.manual_seed(int(seed))
 
 
 def manual_seed_all(seed):
-    torch.manual_seed(seed)
+    manual_seed(seed)
 
 
 def is_initialized():

@@ -66,6 +66,7 @@ class Profile:
         self._session = None
         self._outer = None          # an enclosing recording this one forwards to
         self._explicit = False      # the script calls step() itself
+        self._auto_stepped = False  # a step was ended at an optimizer step
         self._hooks = []
         self._scopes = []           # open module scopes (record_function objects)
         self._names = {}            # id(module) -> qualified name, from the root module's walk
@@ -137,6 +138,11 @@ class Profile:
         next. Once a script calls it, steps are no longer ended at optimizer steps."""
         if self._outer is not None:
             return self._outer.step(loss)
+        if not self._explicit and self._auto_stepped:
+            # The first call of a script that steps itself, right after an optimizer step already
+            # ended this iteration's step automatically: that boundary stands, no empty step.
+            self._explicit = True
+            return
         self._explicit = True
         self._end_step(loss)
 
@@ -247,12 +253,13 @@ def _optimizer_stepped(optimizer, loss):
     """An optimizer step (or GradScaler.update) finished: the end of a step for scripts that
     never call Profile.step()."""
     p = _active
-    if p is None or p._session is None or getattr(_suppress, "depth", 0) > 0:
+    if p is None or p._session is None:
         return
     if optimizer is not None:
         p._optimizer = optimizer
         p._info.setdefault("optimizer", type(optimizer).__name__)
-    if not p._explicit:
+    if not p._explicit and getattr(_suppress, "depth", 0) == 0:
+        p._auto_stepped = True
         p._end_step(loss)
 
 

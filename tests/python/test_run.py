@@ -1,0 +1,83 @@
+"""`npuscope run`: a user's unmodified script under recording, its exit status kept, a failing
+script's run marked failed with the exception's last line."""
+import json
+import os
+import subprocess
+import textwrap
+
+from conftest import query
+
+TRAIN = textwrap.dedent("""
+    import sys, torch
+    import npuscope
+    m = torch.nn.Linear(8, 2).npu()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    x = torch.randn(16, 8, device="npu")
+    for i in range(int(sys.argv[1])):
+        loss = m(x).square().mean()
+        opt.zero_grad(); loss.backward(); opt.step()
+    print("trained", sys.argv[1:])
+    if len(sys.argv) > 2:
+        if sys.argv[2] == "raise":
+            raise RuntimeError("loss diverged at step 3\\nsecond line")
+        sys.exit(int(sys.argv[2]))
+""")
+
+
+def npuscope_run(cli, cwd, *args):
+    env = dict(os.environ)
+    return subprocess.run([cli, "run", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_a_script_runs_recorded_and_reported(cli, tmp_path):
+    (tmp_path / "train.py").write_text(TRAIN)
+    r = npuscope_run(cli, tmp_path, "--db", "run.db", "--", "train.py", "4")
+    assert r.returncode == 0, r.stderr
+    assert "trained ['4']" in r.stdout
+    assert "Operators by self time" in r.stdout and "aten::addmm" in r.stdout  # the report follows
+    db = str(tmp_path / "run.db")
+    (status, command, results), = query(db, "SELECT status, command, results_json FROM runs")
+    assert status == "completed" and command == "run train.py 4"
+    assert json.loads(results)["exit_status"] == 0
+    assert query(db, "SELECT count(*) FROM steps")[0][0] == 4
+
+
+def test_exit_status_is_kept_and_a_raising_script_leaves_a_failed_run(cli, tmp_path):
+    (tmp_path / "train.py").write_text(TRAIN)
+    r = npuscope_run(cli, tmp_path, "--db", "run.db", "--no-report", "--", "train.py", "2", "3")
+    assert r.returncode == 3
+    r = npuscope_run(cli, tmp_path, "--db", "run.db", "--no-report", "--", "train.py", "2", "raise")
+    assert r.returncode == 1
+    assert "RuntimeError: loss diverged at step 3" in r.stderr  # the traceback, as python prints it
+    db = str(tmp_path / "run.db")
+    runs = query(db, "SELECT id, status, results_json FROM runs ORDER BY id")
+    assert [s for _, s, _ in runs] == ["failed", "failed"]
+    assert json.loads(runs[0][2])["exit_status"] == 3
+    assert json.loads(runs[1][2])["error"] == "RuntimeError: loss diverged at step 3"
+    assert query(db, "SELECT count(*) FROM steps WHERE run_id=?", runs[1][0])[0][0] == 2  # kept
+    assert query(db, "PRAGMA integrity_check") == [("ok",)]
+
+
+def test_bad_invocations_fail_with_one_line(cli, tmp_path):
+    r = npuscope_run(cli, tmp_path, "--", "missing.py")
+    assert r.returncode == 1 and r.stderr.strip() == "npuscope: error: run: missing.py: no such script"
+    (tmp_path / "t.py").write_text("print('hi')\n")
+    (tmp_path / "acl.json").write_text("{")
+    r = npuscope_run(cli, tmp_path, "--dump-config", "acl.json", "--", "t.py")
+    assert r.returncode == 1 and "acl.json" in r.stderr and "hi" not in r.stdout
+
+
+def test_an_unmodified_cuda_script_runs_through_transfer_to_npu(cli, examples, tmp_path):
+    r = npuscope_run(cli, tmp_path, "--db", "cuda.db", "--transfer-to-npu", "--no-report", "--",
+                     os.path.join(examples, "cuda_amp_script.py"))
+    assert r.returncode == 0, r.stderr
+    assert "device privateuseone:0" in r.stdout and "output dtype torch.float16" in r.stdout
+    db = str(tmp_path / "cuda.db")
+    steps = query(db, "SELECT count(*), min(loss_scale), max(loss_scale) FROM steps")
+    assert steps == [(24, 65536.0, 65536.0)]  # 3 epochs x 8 batches, one step per scaler.update()
+    # fp16 matmuls ran under autocast (the Cube), the loss in fp32
+    dtypes = {r[0] for r in query(db, "SELECT input_dtypes FROM ops WHERE name='aten::addmm'")}
+    assert any("Half" in d for d in dtypes)
+    # Without the transfer the same script stops: it asks for CUDA.
+    r = npuscope_run(cli, tmp_path, "--db", "cuda.db", "--no-report", "--", os.path.join(examples, "cuda_amp_script.py"))
+    assert r.returncode != 0 and "needs a CUDA device" in r.stderr
