@@ -28,6 +28,11 @@ PACKAGES=(
   qtbase5-dev             # the Qt5 Widgets GUI
   libqt5charts5-dev       # loss / loss-scale plots in the GUI
   xvfb                    # GUI screenshots under a virtual X server
+  python3-torch           # the Python front-end: Debian's torch 1.13, built on the same libtorch
+  python3-torchvision     # resnet50 of the online-inference example
+  python3-dev             # Python.h for the npuscope._C extension
+  pybind11-dev            # the npuscope._C bindings
+  python3-pytest          # the Python tests (run by CTest with /usr/bin/python3)
 )
 
 SUDO=""

@@ -158,6 +158,24 @@ def _wrap_deepcopy(original):
     return __deepcopy__
 
 
+def _wrap_tensor_str(original):
+    # torch prints through float64, which the npu refuses: npu tensors print from their CPU copy,
+    # and npuscope names the device as a person reads it: device='npu:0'.
+    @functools.wraps(original)
+    def _str(self, *, tensor_contents=None):
+        if self.device.type != NPU_TYPE:
+            return original(self, tensor_contents=tensor_contents)
+        with torch.no_grad():
+            text = original(self.detach().cpu(), tensor_contents=tensor_contents)
+        suffix = [f"device='npu:{self.device.index}'"]
+        if self.grad_fn is not None:
+            suffix.append(f"grad_fn=<{type(self.grad_fn).__name__}>")
+        elif self.requires_grad:
+            suffix.append("requires_grad=True")
+        return text[:-1] + ", " + ", ".join(suffix) + ")"
+    return _str
+
+
 def install():
     """Wraps torch's entry points once (idempotent)."""
     if getattr(torch, "_npuscope_devices_installed", False):
@@ -175,6 +193,7 @@ def install():
     torch.nn.Module.npu = _module_npu
     torch.Tensor.__reduce_ex__ = _wrap_reduce_ex(torch.Tensor.__reduce_ex__)
     torch.Tensor.__deepcopy__ = _wrap_deepcopy(torch.Tensor.__deepcopy__)
+    torch._tensor_str._str = _wrap_tensor_str(torch._tensor_str._str)
     torch._npuscope_devices_installed = True
 
 

@@ -108,3 +108,22 @@ def test_environment_variables_behave_as_in_the_cli(tmp_path):
                      tmp_path, env={"ASCEND_RT_VISIBLE_DEVICES": "zero"})
     assert bad.stdout.splitlines()[0] == "False"
     assert bad.returncode != 0 and "ASCEND_RT_VISIBLE_DEVICES" in bad.stderr
+
+
+def test_npu_tensors_print_save_load_and_deepcopy(tmp_path):
+    import copy
+    x = torch.tensor([[1.5, -2.0]], device="npu:1", requires_grad=True)
+    assert repr(x) == "tensor([[ 1.5000, -2.0000]], device='npu:1', requires_grad=True)"
+    assert repr(x.detach().half()) == "tensor([[ 1.5000, -2.0000]], dtype=torch.float16, device='npu:1')"
+    assert "grad_fn=<MulBackward0>" in repr(x * 2)
+    path = tmp_path / "t.pt"
+    model = torch.nn.Linear(3, 2).npu()
+    torch.save({"x": x, "model": model.state_dict()}, path)
+    loaded = torch.load(path)
+    assert loaded["x"].device == x.device and torch.equal(loaded["x"].cpu(), x.detach().cpu())
+    assert loaded["x"].requires_grad
+    for k, v in model.state_dict().items():
+        assert loaded["model"][k].is_npu and torch.equal(loaded["model"][k].cpu(), v.cpu())
+    twin = copy.deepcopy(model)
+    assert twin.weight.is_npu and twin.weight is not model.weight
+    assert torch.equal(twin.weight.cpu(), model.weight.cpu())
