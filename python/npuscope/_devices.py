@@ -8,6 +8,7 @@ at the entry points scripts use (the list below, in ``install``); a spelling it 
 fails, and ``npuscope.device("npu:0")`` gives the torch.device to use there.
 """
 import functools
+import threading
 
 import torch
 
@@ -121,13 +122,50 @@ def _module_npu(self, device=None):
     return self.to(target)
 
 
+_loading = threading.local()  # the map_location of the torch.load in progress
+
+
+def _load_target(index):
+    """Where torch.load's map_location puts a tensor saved from npu:index (None: leave on CPU)."""
+    where = getattr(_loading, "map_location", None)
+    saved = f"npu:{index}"
+    if where is None:
+        return torch.device(NPU_TYPE, index)
+    if isinstance(where, dict):
+        where = where.get(saved, where.get("privateuseone:%d" % index, saved))
+    if callable(where):
+        probe = torch.empty(0)
+        out = where(probe.storage(), saved)
+        if out is None:
+            return torch.device(NPU_TYPE, index)
+        return None if out is probe.storage() or getattr(out, "device", None) == torch.device("cpu") else \
+            torch.device(NPU_TYPE, index)
+    target = map_device(where)
+    target = target if isinstance(target, torch.device) else torch.device(target)
+    return None if target.type == "cpu" else target
+
+
 def _rebuild_npu_tensor(cpu, index, requires_grad):
-    """Unpickling an npu tensor: its CPU copy back onto npu:index (npuscope must be imported to
-    load such a file, as torch_npu must be for files of real NPUs)."""
-    t = cpu.to(torch.device(NPU_TYPE, index))
+    """Unpickling an npu tensor: its CPU copy back onto npu:index, or where torch.load's
+    map_location says (npuscope must be imported to load such a file, as torch_npu must be for
+    files of real NPUs)."""
+    target = _load_target(index)
+    t = cpu if target is None else cpu.to(target)
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+def _wrap_load(original):
+    @functools.wraps(original)
+    def load(f, map_location=None, *args, **kwargs):
+        prev = getattr(_loading, "map_location", None)
+        _loading.map_location = map_location
+        try:
+            return original(f, map_location, *args, **kwargs)
+        finally:
+            _loading.map_location = prev
+    return load
 
 
 def _wrap_reduce_ex(original):
@@ -194,6 +232,7 @@ def install():
     torch.Tensor.__reduce_ex__ = _wrap_reduce_ex(torch.Tensor.__reduce_ex__)
     torch.Tensor.__deepcopy__ = _wrap_deepcopy(torch.Tensor.__deepcopy__)
     torch._tensor_str._str = _wrap_tensor_str(torch._tensor_str._str)
+    torch.load = _wrap_load(torch.load)
     torch._npuscope_devices_installed = True
 
 

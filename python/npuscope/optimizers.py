@@ -71,8 +71,8 @@ class _NpuFusedOptimizer(torch.optim.Optimizer):
 
     # ---- the C++ optimizer -----------------------------------------------------------------
     def _build(self, master_weights=None, keep_state=True):
-        """(Re)builds the C++ optimizer over the parameters as they are now; keeps the state
-        of an earlier one (parameters keep their indices: new groups come last)."""
+        """(Re)builds the C++ optimizer over the parameters as they are now (before the first
+        step, or by amp.initialize); keeps the state of an earlier one that has stepped."""
         if master_weights is not None:
             self._master_weights = bool(master_weights)
         old = self._core.state_dict() if (self._core is not None and keep_state) else None
@@ -100,6 +100,13 @@ class _NpuFusedOptimizer(torch.optim.Optimizer):
         return self._ensure_core()
 
     def add_param_group(self, param_group):
+        core = getattr(self, "_core", None)
+        if core is not None and core.step_count > 0:
+            # One step count and one set of combined state buffers serve every parameter: a group
+            # joining later cannot start fresh (torch's per-parameter step 1) inside them.
+            raise RuntimeError(f"{type(self).__name__}.add_param_group: the optimizer has taken "
+                               f"{core.step_count} step(s); fused optimizers keep one step count for all "
+                               "parameters, so add parameter groups before the first step")
         super().add_param_group(param_group)
         if getattr(self, "_core", None) is not None:
             self._validate_groups()
