@@ -93,6 +93,10 @@ Status LoopSession::step(std::optional<double> loss, std::optional<double> lr, s
   return Status::ok();
 }
 
+void LoopSession::amendLastLoss(double loss) {
+  if (!impl_->stopped) impl_->session->amendLastLoss(loss);
+}
+
 bool LoopSession::ampStepPending() const { return impl_->pending; }
 
 Status LoopSession::stop(const std::string& status, const std::string& results_json) {

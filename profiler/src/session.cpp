@@ -1,5 +1,7 @@
 #include "npuscope/profiler/session.h"
 
+#include <optional>
+
 #include <ATen/record_function.h>
 
 #include <atomic>
@@ -69,6 +71,7 @@ struct RecordingSession::Impl {
   int64_t step_start_ns = 0;
   int64_t throttled_ns = 0;
   bool stopped = false;
+  std::optional<StepRecord> last;  // the latest stored step row (amendLastLoss)
 };
 
 RecordingSession::RecordingSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -140,6 +143,7 @@ void RecordingSession::step(const StepMetrics& m) {
     r.lr = m.lr;
     r.grad_norm = m.grad_norm;
     s.writer->addStep(r);
+    s.last = r;
     recorder::flushAll();
     if (s.options.max_backlog_records > 0) s.throttled_ns += s.writer->waitForBacklog(s.options.max_backlog_records);
   }
@@ -147,6 +151,13 @@ void RecordingSession::step(const StepMetrics& m) {
   s.step_start_ns = nowNs();
   recorder::setStep(s.step);
   applySchedule();
+}
+
+void RecordingSession::amendLastLoss(double loss) {
+  Impl& s = *impl_;
+  if (s.stopped || !s.last) return;
+  s.last->loss = loss;
+  s.writer->addStep(*s.last);  // the same (run, step) key: the row is replaced
 }
 
 void RecordingSession::overflow(const std::string& source, const std::string& op_name, const std::string& detail) {

@@ -140,22 +140,29 @@ class Profile:
             return self._outer.step(loss)
         if not self._explicit and self._auto_stepped:
             # The first call of a script that steps itself, right after an optimizer step already
-            # ended this iteration's step automatically: that boundary stands, no empty step.
+            # ended this iteration's step automatically: that boundary stands (no empty step),
+            # and the loss given here goes into that step's row.
             self._explicit = True
+            value = self._loss_value(loss)
+            if value is not None:
+                self._session.amend_last_loss(value)
             return
         self._explicit = True
         self._end_step(loss)
 
     def _end_step(self, loss):
-        if loss is None:
-            loss = self._last_loss
-        if isinstance(loss, torch.Tensor):
-            loss = float(loss.detach().float().cpu()) if loss.numel() == 1 else None
+        loss = self._loss_value(self._last_loss if loss is None else loss)
         lr = None
         if self._optimizer is not None and getattr(self._optimizer, "param_groups", None):
             lr = float(self._optimizer.param_groups[0].get("lr", float("nan")))
         self._last_loss = None
         self._session.step(loss, lr)
+
+    @staticmethod
+    def _loss_value(loss):
+        if isinstance(loss, torch.Tensor):
+            return float(loss.detach().float().cpu()) if loss.numel() == 1 else None
+        return None if loss is None else float(loss)
 
     @property
     def run_id(self):

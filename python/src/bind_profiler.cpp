@@ -37,6 +37,7 @@ void bindProfiler(py::module_& root) {
           [](profiler::LoopSession& s, std::optional<double> loss, std::optional<double> lr,
              std::optional<double> gradNorm) { throwIfError(s.step(loss, lr, gradNorm)); },
           py::arg("loss") = py::none(), py::arg("lr") = py::none(), py::arg("grad_norm") = py::none())
+      .def("amend_last_loss", &profiler::LoopSession::amendLastLoss, py::arg("loss"))
       .def_property_readonly("amp_step_pending", &profiler::LoopSession::ampStepPending)
       .def(
           "stop",

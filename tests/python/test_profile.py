@@ -138,3 +138,24 @@ def test_bad_inputs_fail_with_one_clear_line(tmp_path):
     with npuscope.profile(db=str(tmp_path / "ok.db")) as p:
         pass
     assert query(str(tmp_path / "ok.db"), "SELECT status FROM runs WHERE id=?", p.run_id) == [("completed",)]
+
+
+def test_the_first_explicit_step_after_an_automatic_one_keeps_its_loss(tmp_path):
+    # A plain loop: the optimizer step ends step 0 automatically, then the script's own
+    # prof.step(loss) takes over; step 0 keeps the loss given there, and no empty step appears.
+    db = str(tmp_path / "run.db")
+    model = make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(4, 8, device="npu")
+    losses = []
+    with npuscope.profile(db=db) as prof:
+        for _ in range(3):
+            loss = model(x).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            prof.step(loss)
+            losses.append(float(loss))
+    rows = query(db, "SELECT step, loss FROM steps WHERE run_id=? ORDER BY step", prof.run_id)
+    assert [r[0] for r in rows] == [0, 1, 2]
+    assert [r[1] for r in rows] == pytest.approx(losses, rel=1e-6)

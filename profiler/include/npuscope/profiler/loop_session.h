@@ -47,6 +47,8 @@ class LoopSession {
   // With the dump config's on_error stop, a dump write error is returned (dumping has stopped).
   Status step(std::optional<double> loss = std::nullopt, std::optional<double> lr = std::nullopt,
               std::optional<double> grad_norm = std::nullopt);
+  // Sets the loss of the step row stored last (RecordingSession::amendLastLoss).
+  void amendLastLoss(double loss);
   // Whether amp finished a step (or GradScaler an update) since the last step(): loops that
   // never call step() themselves end steps there.
   bool ampStepPending() const;

@@ -74,6 +74,9 @@ class RecordingSession {
 
   // Ends the current step (stored with `m` when the schedule records it) and begins the next.
   void step(const StepMetrics& m = StepMetrics());
+  // Sets the loss of the latest stored step row (a front-end learning it only after the step
+  // ended); nothing when no step row was stored yet.
+  void amendLastLoss(double loss);
   // Records an overflow event of the current step.
   void overflow(const std::string& source, const std::string& op_name, const std::string& detail);
   // Stops recording, writes everything and ends the run with `status`.
