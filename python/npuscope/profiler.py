@@ -280,7 +280,6 @@ def _amp_initialized(props, optimizer):
     p = _active
     if p is not None and p._session is not None:
         p._info["opt_level"] = props["opt_level"]
-        p._info["amp"] = {k: v for k, v in props.items() if k != "describe"}
         if optimizer is not None:
             p._info["optimizer"] = type(optimizer).__name__
             p._optimizer = optimizer
