@@ -552,7 +552,25 @@ LossResult ScaledLoss::finish() {
 void ScaledLoss::abandon() {
   if (finished_) return;
   finished_ = true;
+  Stash stash = std::move(currentStash());
   currentStash() = Stash();
+  if (!stash.defined()) return;
+  // Gradients an earlier scale_loss of this step left (stashed when this one began) come back;
+  // what this failed backward accumulated is dropped, as if the block had not run.
+  State& s = state();
+  at::NoGradGuard noGrad;
+  if (!stash.combined.empty()) {
+    const auto stepped = steppedBuffers(s);
+    const auto model = modelBuffers(s);  // bank by bank, like stepped
+    for (size_t b = 0; b < stepped.size(); ++b) {
+      stepped[b].flat().copy_(stash.combined[b].flat());
+      if (model[b].flat().data_ptr() != stepped[b].flat().data_ptr()) model[b].zero();  // fp16 side of masters
+    }
+  } else {
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      if (stash.perTensor[i].defined()) s.params[i].mutable_grad() = stash.perTensor[i];
+    }
+  }
 }
 
 ScaledLoss::~ScaledLoss() noexcept(false) {

@@ -83,13 +83,15 @@ void GradScaler::unscale_(optim::NpuFusedOptimizer& optimizer) {
 void GradScaler::unscale_(const void* key, const std::string& name, const std::vector<at::Tensor>& grads) {
   if (!options_.enabled) return;
   PerOptimizer& st = beginUnscale(key);
+  // Refused before any gradient changes (torch.amp refuses fp16 gradients; bf16 it takes).
+  for (const at::Tensor& g : grads) {
+    TORCH_CHECK(!g.defined() || g.scalar_type() != at::kHalf, "GradScaler.unscale_: attempting to unscale FP16 "
+                "gradients of ", name, "; torch.amp expects fp32 parameters (keep the model fp32 under autocast)");
+  }
   at::NoGradGuard noGrad;
   bool found = false;
   for (const at::Tensor& g : grads) {
     if (!g.defined()) continue;
-    TORCH_CHECK(g.scalar_type() != at::kHalf && g.scalar_type() != at::kBFloat16,
-                "GradScaler.unscale_: attempting to unscale FP16/BF16 gradients of ", name,
-                "; torch.amp expects fp32 parameters (keep the model fp32 under autocast)");
     at::Tensor grad = g;  // a handle sharing g's storage: mul_ writes the user's gradient
     grad.mul_(1.0 / scale_);
     if (!found && !at::isfinite(grad).all().item<bool>()) found = true;

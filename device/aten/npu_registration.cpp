@@ -33,7 +33,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // Ops that also have a CompositeImplicitAutograd kernel: the dispatcher would prefer that
   // decomposition to the backend fallback, so the npu would not compute what the CPU computes
   // (a few ulps apart). Routing them explicitly to the fallback runs the CPU kernel itself.
-  for (const char* name : {"native_layer_norm", "native_group_norm", "silu_backward", "mish_backward"}) {
+  // mse_loss likewise: its CompositeExplicitAutograd kernel calls mse_loss.out with a 0-dim
+  // result, which the CPU out= kernel resizes with a deprecation warning at every first call.
+  for (const char* name : {"native_layer_norm", "native_group_norm", "silu_backward", "mish_backward", "mse_loss"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&npuFallback>());
   }
 }

@@ -5,9 +5,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include "cli/fail.h"
@@ -61,33 +63,44 @@ int runScript(const RunOptions& o) {
 
   std::string pythonPath = pkg;
   if (const char* old = std::getenv("PYTHONPATH"); old != nullptr && *old != '\0') pythonPath += ":" + std::string(old);
+  // Everything the child needs is built before fork(): between fork and exec only
+  // async-signal-safe calls run.
+  std::vector<std::string> env{"PYTHONPATH=" + pythonPath};
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "PYTHONPATH=", 11) != 0) env.emplace_back(*e);
+  }
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const std::string cannotStart = "npuscope: error: run: cannot start " + python + "\n";
 
   // Ctrl-C reaches the script (same process group), which ends its run "failed"; npuscope
-  // waits for it instead of dying first.
-  struct sigaction ignore{}, oldInt{}, oldTerm{};
+  // waits for it instead of dying first. SIGTERM to npuscope is passed on to the script.
+  static std::atomic<pid_t> child{0};
+  child = 0;
+  struct sigaction ignore{}, forward{}, oldInt{}, oldTerm{};
   ignore.sa_handler = SIG_IGN;
+  forward.sa_handler = [](int sig) {
+    if (const pid_t c = child.load(); c > 0) ::kill(c, sig);
+  };
   ::sigaction(SIGINT, &ignore, &oldInt);
+  ::sigaction(SIGTERM, &forward, &oldTerm);
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::sigaction(SIGINT, &oldInt, nullptr);
-    ::setenv("PYTHONPATH", pythonPath.c_str(), 1);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(python.c_str(), argv.data());
-    std::fprintf(stderr, "npuscope: error: run: cannot start %s\n", python.c_str());
+    ::sigaction(SIGTERM, &oldTerm, nullptr);
+    ::execve(python.c_str(), argv.data(), envp.data());
+    (void)!::write(2, cannotStart.data(), cannotStart.size());
     ::_exit(127);
   }
   if (pid < 0) {
     ::sigaction(SIGINT, &oldInt, nullptr);
+    ::sigaction(SIGTERM, &oldTerm, nullptr);
     return fail("run: cannot start a process");
   }
-  // SIGTERM to npuscope is passed on to the script.
-  static pid_t child = 0;
   child = pid;
-  struct sigaction forward{};
-  forward.sa_handler = [](int sig) { if (child > 0) ::kill(child, sig); };
-  ::sigaction(SIGTERM, &forward, &oldTerm);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }

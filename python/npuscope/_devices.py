@@ -218,10 +218,16 @@ def install():
     """Wraps torch's entry points once (idempotent)."""
     if getattr(torch, "_npuscope_devices_installed", False):
         return
+    from torch.jit import _builtins
     for name in _FACTORIES:
         fn = getattr(torch, name, None)
         if fn is not None and name != "from_numpy":
-            setattr(torch, name, _wrap_device_kwarg(fn))
+            wrapper = _wrap_device_kwarg(fn)
+            # TorchScript resolves torch.zeros & co. by identity: the wrapper stands for the same op.
+            op = _builtins._find_builtin(fn)
+            if op is not None:
+                _builtins._register_builtin(wrapper, op)
+            setattr(torch, name, wrapper)
     for name in _TENSOR_METHODS:
         setattr(torch.Tensor, name, _wrap_device_kwarg(getattr(torch.Tensor, name)))
     torch.Tensor.to = _wrap_to(torch.Tensor.to)

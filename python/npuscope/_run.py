@@ -10,6 +10,7 @@ exception's last line in results_json.
 import argparse
 import os
 import runpy
+import signal
 import sys
 import traceback
 
@@ -49,6 +50,15 @@ def main(argv):
         with open(opts.run_id_file, "w") as f:
             f.write(f"{prof.run_id}\n")
 
+    # SIGTERM (kill, a job scheduler, `npuscope run` passing its own on) ends the script like
+    # Ctrl-C does: its run is marked failed and everything recorded is kept.
+    class Terminated(BaseException):
+        pass
+
+    def on_term(signum, frame):
+        raise Terminated()
+    signal.signal(signal.SIGTERM, on_term)
+
     sys.argv = list(script_argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     status, results, code = "completed", {}, 0
@@ -62,6 +72,8 @@ def main(argv):
             status, results = "failed", {"error": f"SystemExit: {e.code}"}
     except KeyboardInterrupt:
         status, results, code = "failed", {"error": "interrupted"}, 130
+    except Terminated:
+        status, results, code = "failed", {"error": "terminated (SIGTERM)"}, 143
     except BaseException as e:  # noqa: B902  (the script's own failure, reported and kept)
         traceback.print_exc()
         line = (f"{type(e).__name__}: {e}".splitlines() or [type(e).__name__])[0]

@@ -24,6 +24,7 @@ One amp state per process, as in apex; one optimizer per initialize. Also here:
 """
 import contextlib
 import functools
+import types
 
 import torch
 
@@ -171,6 +172,15 @@ def initialize(models, optimizers=None, enabled=True, opt_level="O1", cast_model
                     scale_backoff_factor=scale_backoff_factor, scale_window=scale_window,
                     low_precision=low_precision, overflow_check=overflow_check, enabled=enabled)
     props = _C.amp.resolve_options(opts)  # refuses contradictions before anything changes
+    optimizer = opt_list[0] if opt_list else None
+    masters = props["enabled"] and props["master_weights"]
+    fused = isinstance(optimizer, _optimizers._NpuFusedOptimizer)
+    # Everything that can refuse runs before the models or the optimizer change.
+    if optimizer is not None:
+        _check_optimizer(optimizer, fused, masters, props)
+        if not fused and masters:
+            optimizer = _optimizers.from_torch(optimizer)
+            fused = True
 
     _restore_plain_step()
     if props["enabled"] and props["cast_model_type"] is not None:
@@ -182,16 +192,12 @@ def initialize(models, optimizers=None, enabled=True, opt_level="O1", cast_model
         _patch_forward(m)
     names = _named_params(model_list)
 
-    optimizer = opt_list[0] if opt_list else None
-    masters = props["enabled"] and props["master_weights"]
-    if optimizer is not None and not isinstance(optimizer, _optimizers._NpuFusedOptimizer) and masters:
-        optimizer = _optimizers.from_torch(optimizer)
     if optimizer is None:
         params = [p for _, p in names if p.requires_grad]
         plain = dict(opts, master_weights=False)  # no optimizer: nothing steps masters (inference)
         props = _C.amp.initialize_plain(params, plain, names)
         _state.fused = False
-    elif isinstance(optimizer, _optimizers._NpuFusedOptimizer):
+    elif fused:
         core = optimizer._build(master_weights=masters, keep_state=False)
         props = _C.amp.initialize_fused(core, opts, names)
         _state.fused = True
@@ -210,6 +216,27 @@ def initialize(models, optimizers=None, enabled=True, opt_level="O1", cast_model
     return models_out, ([optimizer] if opts_were_list else optimizer)
 
 
+def _check_optimizer(optimizer, fused, masters, props):
+    name = type(optimizer).__name__
+    if fused:
+        stepped = optimizer._core.step_count if optimizer._core is not None else 0
+    else:  # a torch.optim optimizer is only rebuilt (to its fused twin) for master weights
+        stepped = masters and any(float(st.get("step", 0)) > 0 for st in optimizer.state.values())
+    if stepped:
+        raise RuntimeError(f"amp.initialize: {name} has optimizer state already (it stepped, or a state_dict was "
+                           "loaded); initialize amp first, then load checkpoints, as apex requires")
+    if fused and not props["combine_grad"]:
+        raise ValueError(f"amp.initialize: combine_grad=False: {name} keeps its gradients combined; the fused "
+                         "optimizers need combine_grad")
+    if not fused and masters:
+        if type(optimizer) not in _optimizers._TWINS:
+            _optimizers.from_torch(optimizer)  # raises the clear TypeError
+        if getattr(optimizer.step, "_with_counter", False):
+            raise RuntimeError(f"amp.initialize: opt_level {props['opt_level']} replaces {name} by its fused twin "
+                               "(fp32 master weights), but an LR scheduler already drives it; create the scheduler "
+                               "after amp.initialize, on the optimizer it returns")
+
+
 def _owns(optimizer):
     return _state.optimizer is optimizer and _C.amp.is_initialized()
 
@@ -222,12 +249,13 @@ def _patch_plain_step(optimizer):
         if not _owns(optimizer):
             return original(*args, **kwargs)
         result = []
-        with _profiler._suppress_auto_step():
+        _profiler._optimizer_seen(optimizer)
+        with _profiler._step_scope():
             _C.amp.step_plain(lambda: result.append(original(*args, **kwargs)))
-        _profiler._optimizer_stepped(optimizer, None)
         return result[0] if result else None
 
-    optimizer.step = step
+    # A bound method, as apex patches it: LR schedulers wrap optimizer.step and need __self__.
+    optimizer.step = types.MethodType(lambda self, *a, **k: step(*a, **k), optimizer)
     _state.plain_step = (optimizer, original)
 
 
@@ -241,9 +269,8 @@ def _restore_plain_step():
 def _step(optimizer):
     """amp's step of a fused optimizer: skipped when this step overflowed."""
     optimizer._sync()
-    info = _C.amp.step_fused(optimizer.core)
-    _profiler._optimizer_stepped(optimizer, None)
-    return info
+    _profiler._optimizer_seen(optimizer)
+    return _C.amp.step_fused(optimizer.core)
 
 
 def _require():
@@ -361,7 +388,8 @@ class GradScaler:
 
     @staticmethod
     def _grads(optimizer):
-        return [p.grad for g in optimizer.param_groups for p in g["params"]]
+        # Parameters without a gradient (frozen, unused) are left out, as torch's scaler does.
+        return [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
 
     def unscale_(self, optimizer):
         if isinstance(optimizer, _optimizers._NpuFusedOptimizer):
@@ -375,10 +403,12 @@ class GradScaler:
             if args or kwargs:
                 raise TypeError("GradScaler.step: closures are not supported with fused optimizers")
             optimizer._sync()
+            _profiler._optimizer_seen(optimizer)
             self._cxx.step_fused(optimizer.core)
             return None
         result = []
-        with _profiler._suppress_auto_step():
+        _profiler._optimizer_seen(optimizer)
+        with _profiler._suppress_auto_step():  # the step ends at update()
             self._cxx.step_plain(id(optimizer), type(optimizer).__name__, self._grads(optimizer),
                                  lambda: result.append(optimizer.step(*args, **kwargs)))
         return result[0] if result else None

@@ -101,6 +101,10 @@ class _NpuFusedOptimizer(torch.optim.Optimizer):
 
     def add_param_group(self, param_group):
         core = getattr(self, "_core", None)
+        from . import amp as _amp
+        if core is not None and _amp._owns(self):
+            raise RuntimeError(f"{type(self).__name__}.add_param_group: amp.initialize has set this optimizer up; "
+                               "add parameter groups before amp.initialize")
         if core is not None and core.step_count > 0:
             # One step count and one set of combined state buffers serve every parameter: a group
             # joining later cannot start fresh (torch's per-parameter step 1) inside them.
@@ -130,12 +134,12 @@ class _NpuFusedOptimizer(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         from . import amp as _amp
+        from . import profiler as _prof
         if _amp._owns(self):
             _amp._step(self)
         else:
+            _prof._optimizer_seen(self)
             self._step_core()
-            from . import profiler as _prof
-            _prof._optimizer_stepped(self, None)
         return loss
 
     def clip_grad_norm_(self, max_norm):

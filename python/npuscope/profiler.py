@@ -68,9 +68,7 @@ class Profile:
         self._explicit = False      # the script calls step() itself
         self._auto_stepped = False  # a step was ended at an optimizer step
         self._hooks = []
-        self._scopes = []           # open module scopes (record_function objects)
         self._names = {}            # id(module) -> qualified name, from the root module's walk
-        self._patched = []
         self._info = {}
         self._last_loss = None
         self._optimizer = None
@@ -105,11 +103,7 @@ class Profile:
         for h in self._hooks:
             h.remove()
         self._hooks = []
-        while self._scopes:
-            self._scopes.pop().__exit__(None, None, None)
-        for cls, original in self._patched:
-            cls.step = original
-        self._patched = []
+        torch.autograd.profiler.record_function = _torch_record_function
         out = dict(self._info)
         if results:
             out.update(results)
@@ -192,44 +186,79 @@ class Profile:
         return f"nn.Module: {name} ({label})" if name else f"nn.Module: {label}"
 
     def _install_module_hooks(self):
-        def pre(module, inputs):
-            rf = record_function(self._module_name(module))
-            rf.__enter__()
-            self._scopes.append(rf)
+        # Module.__call__ itself is wrapped while recording (not forward hooks): the scope ends
+        # even when the forward raises, so later modules never nest under a failed one.
+        original = torch.nn.Module.__call__
+        name_of = self._module_name
 
-        def post(module, inputs, output):
-            if self._scopes:
-                self._scopes.pop().__exit__(None, None, None)
+        def __call__(module, *args, **kwargs):
+            with record_function(name_of(module)):
+                return original(module, *args, **kwargs)
 
-        self._hooks.append(torch.nn.modules.module.register_module_forward_pre_hook(pre))
-        self._hooks.append(torch.nn.modules.module.register_module_forward_hook(post))
+        torch.nn.Module.__call__ = __call__
+        self._hooks.append(_Restore(torch.nn.Module, "__call__", original))
 
     # ---- optimizer steps -------------------------------------------------------------------
     def _patch_torch_optimizers(self):
-        # torch 1.13 has no global optimizer-step hook: each torch.optim class's step ends a step
-        # while recording (npuscope's own optimizers and amp tell the recording themselves).
-        from . import optimizers as ours
-        seen = set()
-        todo = list(torch.optim.Optimizer.__subclasses__())
-        while todo:
-            cls = todo.pop()
-            if cls in seen:
-                continue
-            seen.add(cls)
-            todo += cls.__subclasses__()
-            if issubclass(cls, ours._NpuFusedOptimizer) or "step" not in cls.__dict__:
-                continue
-            original = cls.__dict__["step"]
+        # torch 1.13 wraps every torch.optim.Optimizer subclass's step in a record_function named
+        # "Optimizer.step#<class>.step" (looked up at each call), whoever calls it: the class, a
+        # bound method an LR scheduler kept, a subclass calling super().step(). While recording,
+        # that name resolves to _StepScope, whose outermost exit ends a step. npuscope's own
+        # optimizers are such subclasses too.
+        torch.autograd.profiler.record_function = _StepScope
 
-            def make(original):
-                def step(opt, *args, **kwargs):
-                    out = original(opt, *args, **kwargs)
-                    _optimizer_stepped(opt, None)
-                    return out
-                step.__wrapped__ = original
-                return step
-            cls.step = make(original)
-            self._patched.append((cls, original))
+
+class _Restore:
+    """Puts an attribute back when removed (a hook handle for a patch)."""
+
+    def __init__(self, owner, name, value):
+        self.owner, self.name, self.value = owner, name, value
+
+    def remove(self):
+        setattr(self.owner, self.name, self.value)
+
+
+_torch_record_function = torch.autograd.profiler.record_function
+_step_depth = threading.local()
+
+
+@contextlib.contextmanager
+def _step_scope():
+    """An optimizer step that torch's hook does not wrap (amp's patched step of a torch.optim
+    optimizer, which may skip the real one): the step ends when it returns."""
+    _step_depth.n = getattr(_step_depth, "n", 0) + 1
+    try:
+        yield
+    finally:
+        _step_depth.n -= 1
+    if _step_depth.n == 0:
+        _optimizer_stepped(None, None)
+
+
+class _StepScope(_torch_record_function):
+    """torch's record_function, which also ends a recorded step when the outermost optimizer
+    step ("Optimizer.step#...") of this thread returns."""
+
+    def __init__(self, name, args=None):
+        super().__init__(name, args)
+        self._step = name.startswith("Optimizer.step#")
+
+    def __enter__(self):
+        if self._step:
+            _step_depth.n = getattr(_step_depth, "n", 0) + 1
+            # torch's wrapper holds the optimizer as `obj`: the step's lr is read from it.
+            caller = sys._getframe(1).f_locals.get("obj")
+            if isinstance(caller, torch.optim.Optimizer) and _step_depth.n == 1:
+                _optimizer_seen(caller)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        out = super().__exit__(*exc)
+        if self._step:
+            _step_depth.n -= 1
+            if _step_depth.n == 0 and exc[0] is None:
+                _optimizer_stepped(None, None)
+        return out
 
 
 def profile(db="npuscope.db", schedule=None, record_shapes=True, profile_memory=True, with_modules=True,
@@ -254,6 +283,14 @@ def _suppress_auto_step():
         yield
     finally:
         _suppress.depth = depth
+
+
+def _optimizer_seen(optimizer):
+    """The optimizer a step's lr is read from."""
+    p = _active
+    if p is not None and p._session is not None:
+        p._optimizer = optimizer
+        p._info.setdefault("optimizer", type(optimizer).__name__)
 
 
 def _optimizer_stepped(optimizer, loss):

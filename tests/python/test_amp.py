@@ -240,3 +240,90 @@ def test_autocast_and_grad_scaler_follow_torch_amp():
         scaler.scale(loss.detach().requires_grad_())
         scaler.unscale_(opt)
         scaler.unscale_(opt)
+
+
+def test_grad_scaler_skips_parameters_without_gradients():
+    model = make_model(bn=False).npu()
+    frozen = torch.nn.Parameter(torch.zeros(3, device="npu"))  # never used: its grad stays None
+    opt = torch.optim.SGD(list(model.parameters()) + [frozen], lr=0.05)
+    scaler = amp.GradScaler(init_scale=64.0)
+    x, y = data()
+    before = model[0].weight.detach().clone()
+    with amp.autocast():
+        loss = torch.nn.functional.mse_loss(model(x.npu()), y.npu())
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    assert frozen.grad is None and not torch.equal(model[0].weight, before)
+
+
+def test_lr_scheduler_made_after_initialize_drives_the_amp_optimizer():
+    model = make_model(bn=False).npu()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, opt = amp.initialize(model, opt, opt_level="O1", verbosity=0)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    x, y = data()
+    train(model, opt, x.npu(), y.npu(), 1, "O1")
+    sched.step()
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.05)
+
+
+def test_a_refused_initialize_changes_nothing():
+    model = make_model().npu()
+    adagrad = torch.optim.Adagrad(model.parameters(), lr=0.1)  # no fused twin for O2's masters
+    with pytest.raises(TypeError, match="Adagrad has no npuscope fused twin"):
+        amp.initialize(model, adagrad, opt_level="O2", verbosity=0)
+    assert model[0].weight.dtype == torch.float32
+    assert "forward" not in model.__dict__  # not patched
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+    torch.optim.lr_scheduler.StepLR(sgd, step_size=1)
+    with pytest.raises(RuntimeError, match="create the scheduler after amp.initialize"):
+        amp.initialize(model, sgd, opt_level="O2", verbosity=0)
+    fused = optimizers.NpuFusedAdam(model.parameters())
+    with pytest.raises(ValueError, match="combine_grad"):
+        amp.initialize(model, fused, opt_level="O2", combine_grad=False, verbosity=0)
+    assert model[0].weight.dtype == torch.float32
+
+
+def test_initialize_after_optimizer_state_is_refused_and_groups_are_fixed_after_it():
+    x, y = data()
+    model = make_model(bn=False).npu()
+    opt = optimizers.NpuFusedAdam(model.parameters(), lr=1e-2)
+    for _ in range(2):
+        loss = torch.nn.functional.mse_loss(model(x.npu()), y.npu())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with pytest.raises(RuntimeError, match="initialize amp first, then load checkpoints"):
+        amp.initialize(model, opt, opt_level="O2", verbosity=0)
+    model = make_model(bn=False).npu()
+    opt = optimizers.NpuFusedAdam(model.parameters(), lr=1e-2)
+    model, opt = amp.initialize(model, opt, opt_level="O2", verbosity=0)
+    with pytest.raises(RuntimeError, match="before amp.initialize"):
+        opt.add_param_group({"params": [torch.nn.Parameter(torch.zeros(2, device="npu"))]})
+
+
+@pytest.mark.parametrize("level,fused", [("O2", True), ("O1", False)])
+def test_a_failed_second_loss_block_leaves_the_first_blocks_gradients(level, fused):
+    # apex's several scale_loss blocks per step: the gradients add up. A block that raises drops
+    # its own contribution and keeps what the earlier block left: the step equals a step with
+    # the first block alone.
+    def run(fail_second):
+        x, y = data()
+        x, y = x.npu(), y.npu()
+        model = make_model(bn=False).npu()
+        opt = optimizers.NpuFusedSGD(model.parameters(), lr=0.1) if fused else \
+            torch.optim.SGD(model.parameters(), lr=0.1)
+        model, opt = amp.initialize(model, opt, opt_level=level, verbosity=0)
+        opt.zero_grad()
+        with amp.scale_loss(torch.nn.functional.mse_loss(model(x), y), opt) as scaled:
+            scaled.backward()
+        if fail_second:
+            with pytest.raises(ZeroDivisionError):
+                with amp.scale_loss(model(x).square().mean(), opt) as scaled:
+                    scaled.backward()
+                    1 / 0
+        opt.step()
+        return [p.detach().cpu().clone() for p in model.parameters()]
+    for a, b in zip(run(False), run(True)):
+        assert torch.equal(a, b)

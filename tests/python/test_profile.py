@@ -159,3 +159,67 @@ def test_the_first_explicit_step_after_an_automatic_one_keeps_its_loss(tmp_path)
     rows = query(db, "SELECT step, loss FROM steps WHERE run_id=? ORDER BY step", prof.run_id)
     assert [r[0] for r in rows] == [0, 1, 2]
     assert [r[1] for r in rows] == pytest.approx(losses, rel=1e-6)
+
+
+class Lookahead(torch.optim.Optimizer):
+    """An optimizer whose step calls another optimizer's step (as timm's Lookahead does)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        super().__init__(inner.param_groups, inner.defaults)
+
+    def step(self, closure=None):
+        return self.inner.step(closure)
+
+
+def test_steps_end_once_per_outer_step_whoever_holds_the_step_method(tmp_path):
+    db = str(tmp_path / "run.db")
+    model = make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)  # wraps opt.step first
+    x = torch.randn(4, 8, device="npu")
+    with npuscope.profile(db=db) as prof:
+        for _ in range(3):
+            loss = model(x).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+    rows = query(db, "SELECT step, lr FROM steps WHERE run_id=? ORDER BY step", prof.run_id)
+    assert rows == [(0, 0.1), (1, 0.05), (2, 0.025)]
+    outer = Lookahead(torch.optim.SGD(model.parameters(), lr=0.1))
+    with npuscope.profile(db=db) as prof:
+        for _ in range(3):
+            loss = model(x).square().mean()
+            outer.zero_grad()
+            loss.backward()
+            outer.step()
+    assert query(db, "SELECT count(*) FROM steps WHERE run_id=?", prof.run_id) == [(3,)]
+
+
+def test_module_scopes_of_a_raising_forward_end_with_their_step(tmp_path):
+    class Flaky(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            self.inner(x)
+            raise ValueError("bad batch")
+
+    db = str(tmp_path / "run.db")
+    model, flaky = make_model(), Flaky().npu()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(4, 8, device="npu")
+    with npuscope.profile(db=db) as prof:
+        for _ in range(2):
+            with pytest.raises(ValueError):
+                flaky(x)
+            loss = model(x).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    # The Sequential's scope is a root scope in both steps, not nested inside the failed Flaky.
+    roots = query(db, """SELECT step, count(*) FROM ops WHERE run_id=? AND name='nn.Module: Sequential'
+                         AND depth=0 GROUP BY step""", prof.run_id)
+    assert roots == [(0, 1), (1, 1)]

@@ -81,3 +81,29 @@ def test_an_unmodified_cuda_script_runs_through_transfer_to_npu(cli, examples, t
     # Without the transfer the same script stops: it asks for CUDA.
     r = npuscope_run(cli, tmp_path, "--db", "cuda.db", "--no-report", "--", os.path.join(examples, "cuda_amp_script.py"))
     assert r.returncode != 0 and "needs a CUDA device" in r.stderr
+
+
+def test_sigterm_ends_the_run_failed_with_everything_kept(cli, tmp_path):
+    import signal
+    import time
+    (tmp_path / "loop.py").write_text(textwrap.dedent("""
+        import time, torch, npuscope
+        m = torch.nn.Linear(8, 2).npu(); opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        x = torch.randn(4, 8, device="npu")
+        print("training", flush=True)
+        while True:
+            loss = m(x).square().mean(); opt.zero_grad(); loss.backward(); opt.step(); time.sleep(0.01)
+    """))
+    p = subprocess.Popen([cli, "run", "--db", "run.db", "--no-report", "--", "loop.py"], cwd=tmp_path,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "training"
+    time.sleep(1.5)
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGTERM)  # to npuscope, which passes it on
+    p.communicate(timeout=30)
+    assert p.returncode == 143 and time.monotonic() - t0 < 5
+    db = str(tmp_path / "run.db")
+    (status, results), = query(db, "SELECT status, results_json FROM runs")
+    assert status == "failed" and json.loads(results)["error"] == "terminated (SIGTERM)"
+    assert query(db, "SELECT count(*) FROM steps")[0][0] > 10
+    assert query(db, "PRAGMA integrity_check") == [("ok",)]

@@ -236,9 +236,10 @@ class ScaledLoss {
   const at::Tensor& get() const { return scaled_; }
   void backward(bool retainGraph = false);
   LossResult finish();
-  // Ends the scope without unscaling or updating the scaler (the caller's backward failed);
-  // the gradients are left as they are. Front-ends whose scopes end outside C++ unwinding
-  // (Python's `with`) call it on an exception.
+  // Ends the scope without unscaling or updating the scaler (the caller's backward failed):
+  // the gradients are as they were before this scope (what an earlier scale_loss of the step
+  // left comes back; what this one accumulated is dropped). Front-ends whose scopes end outside
+  // C++ unwinding (Python's `with`) call it on an exception.
   void abandon();
 
  private:
