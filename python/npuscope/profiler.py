@@ -191,8 +191,10 @@ class Profile:
         original = torch.nn.Module.__call__
         name_of = self._module_name
 
+        scope = _C.profiler.Scope
+
         def __call__(module, *args, **kwargs):
-            with record_function(name_of(module)):
+            with scope(name_of(module)):
                 return original(module, *args, **kwargs)
 
         torch.nn.Module.__call__ = __call__

@@ -87,13 +87,6 @@ py::dict toDict(const amp::StepInfo& s) {
   return d;
 }
 
-// An RAII guard as a Python context manager: built on __enter__, dropped on __exit__.
-template <typename Guard>
-struct GuardScope {
-  std::function<std::unique_ptr<Guard>()> make;
-  std::unique_ptr<Guard> guard;
-};
-
 }  // namespace
 
 void bindAmp(py::module_& root) {

@@ -51,6 +51,14 @@ void bindProfiler(py::module_& root) {
       .def_property_readonly("recorded_ops", &profiler::LoopSession::recordedOps)
       .def_property_readonly("dumping", &profiler::LoopSession::dumping)
       .def_property_readonly("dump_directory", &profiler::LoopSession::dumpDirectory);
+  // A user scope (npuscope's module scopes): one RecordFunction, without torch.ops' Python path.
+  using Scope = GuardScope<profiler::UserScope>;
+  py::class_<Scope>(m, "Scope", "a named scope around the ops inside it (a USER_SCOPE RecordFunction)")
+      .def(py::init([](std::string name) {
+        return new Scope{[n = std::move(name)] { return std::make_unique<profiler::UserScope>(n.c_str()); }, nullptr};
+      }))
+      .def("__enter__", [](Scope& s) { s.guard = s.make(); })
+      .def("__exit__", [](Scope& s, py::args) { s.guard.reset(); });
   py::class_<Status>(m, "Status")
       .def("ok", &Status::isOk)
       .def_property_readonly("message", &Status::message);

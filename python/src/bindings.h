@@ -3,6 +3,9 @@
 // exception a Status code maps to (throwIfError).
 #pragma once
 
+#include <functional>
+#include <memory>
+
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
@@ -21,6 +24,13 @@ T valueOrThrow(StatusOr<T> result) {
   throwIfError(result.status());
   return std::move(result).value();
 }
+
+// An RAII guard as a Python context manager: built on __enter__, dropped on __exit__.
+template <typename Guard>
+struct GuardScope {
+  std::function<std::unique_ptr<Guard>()> make;
+  std::unique_ptr<Guard> guard;
+};
 
 void bindDevice(py::module_& m);
 void bindOptim(py::module_& m);
