@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 
 #include "npuscope/core/clock.h"
 #include "npuscope/core/database.h"
+#include "npuscope/core/format.h"
 #include "npuscope/core/string_table.h"
 
 namespace npuscope {
@@ -339,6 +341,11 @@ Status TraceWriter::endRun(const std::string& status, const std::string& results
   return enqueueAndWait(EndCmd{status, results_json});
 }
 
+std::string TraceWriter::path() const {
+  const char* file = sqlite3_db_filename(db_.get(), "main");
+  return file != nullptr ? file : "";
+}
+
 Status TraceWriter::error() const {
   std::lock_guard<std::mutex> lock(mu_);
   return error_;
@@ -498,6 +505,7 @@ Status TraceWriter::write(Item& item) {
     sqlite3_bind_int(st, 8, s->skipped);
     sqlite3_bind_double(st, 9, s->lr);
     if (s->grad_norm >= 0) sqlite3_bind_double(st, 10, s->grad_norm); else sqlite3_bind_null(st, 10);
+    txn_step_ = std::max(txn_step_, s->step);
     return stepStatement(db, st);
   }
   if (auto* o = std::get_if<OverflowRecord>(&item)) {
@@ -548,6 +556,7 @@ Status TraceWriter::write(Item& item) {
     return Status::ok();
   }
   if (auto* e = std::get_if<EndCmd>(&item)) {
+    if (!failure_.empty()) return Status::ok();  // the run stays failed with its reason
     sqlite3_stmt* st = end_run_.get();
     sqlite3_bind_int64(st, 1, nowNs());
     sqlite3_bind_text(st, 2, e->status.data(), static_cast<int>(e->status.size()), SQLITE_TRANSIENT);
@@ -619,6 +628,43 @@ Status TraceWriter::writeTensorDump(const TensorDumpRecord& d) {
   return Status::ok();
 }
 
+Status TraceWriter::abandonAfterError(const Status& error) {
+  if (in_txn_) {
+    (void)execSql(db_.get(), "ROLLBACK");  // SQLite may have rolled back already
+    in_txn_ = false;
+  }
+  std::string message = path() + ": " + error.message();
+  const int code = sqlite3_errcode(db_.get()) & 0xff;
+  if (code == SQLITE_FULL || message.find("disk is full") != std::string::npos) {
+    std::error_code ec;
+    const std::filesystem::path dir = std::filesystem::absolute(path()).parent_path();
+    const auto space = std::filesystem::space(dir, ec);
+    message = path() + ": the filesystem of " + dir.string() + " is full" +
+              (ec ? std::string() : " (" + formatBytes(space.available) + " free)");
+  }
+  message += committed_step_ >= 0
+                 ? "; recording stopped after step " + std::to_string(committed_step_) +
+                       ": what came later (ops, steps, dumps) is not in the file"
+                 : "; recording stopped before the first step was committed";
+  failure_ = message;
+  markRunFailed();
+  return Status(error.code(), message);
+}
+
+void TraceWriter::markRunFailed() {
+  const int64_t run = run_id_.load();
+  if (run < 0 || failure_.empty()) return;
+  auto st = prepare(db_.get(),
+                    "UPDATE runs SET ended_ns=?1, status='failed', results_json=json_object('error', ?2), "
+                    "dropped_records=?3 WHERE id=?4");
+  if (!st.isOk()) return;
+  sqlite3_bind_int64(st->get(), 1, nowNs());
+  bindText(st->get(), 2, failure_);
+  sqlite3_bind_int64(st->get(), 3, static_cast<int64_t>(dropped_.load()));
+  sqlite3_bind_int64(st->get(), 4, run);
+  failure_marked_ = stepStatement(db_.get(), st->get()).isOk();  // autocommit: one small write
+}
+
 Status TraceWriter::commit() {
   if (!in_txn_) return Status::ok();
   const int64_t run = run_id_.load();
@@ -629,6 +675,7 @@ Status TraceWriter::commit() {
   }
   RETURN_IF_ERROR(stepStatement(db_.get(), commit_.get()));
   in_txn_ = false;
+  committed_step_ = txn_step_;
   return Status::ok();
 }
 
@@ -652,6 +699,7 @@ void TraceWriter::run() {
       stopping = stop_;
     }
     Status s = error();
+    const bool had_error = !s.isOk();
     bool command = false;
     size_t batch_records = 0, batch_dump_bytes = 0;
     for (Item& item : batch) {
@@ -677,6 +725,11 @@ void TraceWriter::run() {
       s = commit();
       last_commit = Clock::now();
       dump_bytes_in_txn = 0;
+    }
+    if (!s.isOk() && !had_error) {
+      s = abandonAfterError(s);
+    } else if (had_error && !failure_marked_) {
+      markRunFailed();  // space may have come back since (the dumper stopped, a file was removed)
     }
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -5,7 +5,11 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <sys/statvfs.h>
+
+#include "npuscope/core/format.h"
 #include "npuscope/core/trace_writer.h"
+#include "npuscope/dumper/dumper.h"
 
 namespace npuscope::dumper {
 
@@ -162,7 +166,8 @@ void DumpWriter::run() {
           c.stats_pending = false;
         }
       }
-      Status s = write(op);
+      Status s = checkRoom(op);
+      if (s.isOk()) s = write(op);
       ok = s.isOk();
       if (ok) {
         rows = rowsOf(op);
@@ -216,6 +221,43 @@ void DumpWriter::handReady() {
     }
     done_cv_.notify_all();
   }
+}
+
+Status DumpWriter::checkRoom(const DumpedOp& op) const {
+  if (!options_.keep_reserve) return Status::ok();
+  struct Need {
+    std::string path;  // an existing directory on the filesystem
+    uint64_t bytes;
+  };
+  std::vector<Need> needs;
+  const uint64_t payload = op.with_data ? payloadOf(op) : 0;
+  if (!op.dir.empty()) {
+    std::filesystem::path dir = op.dir;
+    std::error_code ec;
+    while (!dir.empty() && !std::filesystem::exists(dir, ec)) dir = dir.parent_path();
+    needs.push_back({dir.empty() ? "." : dir.string(), payload + 4096});  // payloads and a header
+  }
+  if (options_.rows && !options_.trace_path.empty()) {
+    const std::filesystem::path trace = std::filesystem::absolute(options_.trace_path);
+    needs.push_back({trace.parent_path().string(), payload + 1024 * (op.inputs.size() + op.outputs.size())});
+  }
+  // One filesystem may hold both: its needs add up.
+  for (size_t i = 0; i < needs.size(); ++i) {
+    struct statvfs vi {};
+    if (::statvfs(needs[i].path.c_str(), &vi) != 0) continue;  // the write itself will tell
+    uint64_t need = needs[i].bytes;
+    for (size_t j = 0; j < needs.size(); ++j) {
+      struct statvfs vj {};
+      if (j != i && ::statvfs(needs[j].path.c_str(), &vj) == 0 && vj.f_fsid == vi.f_fsid) need += j > i ? needs[j].bytes : 0;
+    }
+    const uint64_t free = static_cast<uint64_t>(vi.f_bavail) * vi.f_frsize;
+    const uint64_t reserve = diskReserve(static_cast<uint64_t>(vi.f_blocks) * vi.f_frsize);
+    if (free >= need + reserve) continue;
+    return ioError(needs[i].path + ": only " + formatBytes(free) + " free, and dumping " + op.op_name + " of step " +
+                   std::to_string(op.step) + " needs about " + formatBytes(need) + " while " + formatBytes(reserve) +
+                   " stay free for the trace file (NPUSCOPE_DISK_RESERVE): dumping stopped before the disk filled");
+  }
+  return Status::ok();
 }
 
 Status DumpWriter::write(DumpedOp& op) {

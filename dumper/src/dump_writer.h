@@ -97,6 +97,10 @@ class DumpWriter {
     PayloadPool* pool = nullptr;  // raw payloads go back here once stored compressed
     std::function<void(const Status&)> on_error;    // the first write error, on a writer thread
     std::function<void(const DumpedOp&)> on_written;  // each op written (file, rows), in push order
+    // The trace file's path ("" : no rows) and whether to keep diskReserve() free on the
+    // filesystems written to: an op that would eat into it fails like a write error.
+    std::string trace_path;
+    bool keep_reserve = false;
   };
   static constexpr int kMaxThreads = 4;
   explicit DumpWriter(Options options);
@@ -129,6 +133,7 @@ class DumpWriter {
   void handReady();
   void sharePayloads(DumpedOp& op);  // under mu_
   Status write(DumpedOp& op);
+  Status checkRoom(const DumpedOp& op) const;  // the disk reserve (Options::keep_reserve)
   std::vector<TensorDumpRecord> rowsOf(DumpedOp& op);  // moves the payloads, encoded, into rows
   void handRows(DumpedOp& op);
 

@@ -257,6 +257,13 @@ Status spaceShortfall(const std::vector<SpaceNeed>& needs, int64_t steps) {
 
 }  // namespace
 
+uint64_t diskReserve(uint64_t filesystem_bytes) {
+  const char* env = std::getenv("NPUSCOPE_DISK_RESERVE");
+  if (env != nullptr && std::strcmp(env, "0") == 0) return 0;
+  const uint64_t wanted = npu::parse_bytes(env, uint64_t{64} << 20);
+  return env != nullptr && *env != '\0' ? wanted : std::min<uint64_t>(wanted, filesystem_bytes / 4);
+}
+
 StatusOr<uint64_t> freeBytes(const std::string& path) {
   if (const char* fake = std::getenv("NPUSCOPE_FAKE_FREE_BYTES")) {
     char* end = nullptr;
@@ -306,7 +313,9 @@ struct Dumper::Impl {
     std::lock_guard<std::mutex> lock(mu);
     if (halted.exchange(true)) return;
     error = s;
-    std::fprintf(stderr, "npuscope: dump stopped: %s%s\n", s.message().c_str(),
+    std::fprintf(stderr, "npuscope: dump stopped: %s; %llu tensors (%s) of %llu ops were dumped before%s\n",
+                 s.message().c_str(), static_cast<unsigned long long>(counters.tensors),
+                 formatBytes(counters.payload_bytes).c_str(), static_cast<unsigned long long>(counters.ops_dumped),
                  config.stop_on_error ? "" : " (training goes on)");
   }
 
@@ -709,6 +718,8 @@ Status Dumper::start() {
     o.rows = m.writer;
     o.on_error = [&m](const Status& s) { m.halt(s); };
     o.on_written = [&m](const DumpedOp& op) { m.written(op); };
+    o.trace_path = m.writer ? m.writer->path() : "";
+    o.keep_reserve = true;
     o.pool = m.pool.get();
     m.files = std::make_unique<DumpWriter>(std::move(o));
     m.started = true;

@@ -438,7 +438,7 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
     r.run_id = session->runId();
     r.recorded_ops = session->recordedOps();
     r.dropped_records = session->droppedRecords();
-    const nlohmann::json results{{"steps", r.steps},
+    nlohmann::json results{{"steps", r.steps},
                                  {"first_step", r.first_step},
                                  {"skipped_steps", r.skipped_steps},
                                  {"final_loss", r.final_loss},
@@ -448,6 +448,7 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
                                  {"test_samples", r.test_samples},
                                  {"seconds", r.seconds},
                                  {"samples_per_second", r.samples_per_second}};
+    if (!r.dump_error.empty()) results["dump_error"] = r.dump_error;  // dumping stopped, training did not
     RETURN_IF_ERROR(session->stop("completed", results.dump()));
   }
   return r;

@@ -74,6 +74,8 @@ class TraceWriter {
   // Waits until everything queued so far is committed.
   Status flush();
 
+  // The database file's path.
+  std::string path() const;
   int64_t runId() const { return run_id_.load(); }
   uint64_t droppedRecords() const { return dropped_.load(); }
   uint64_t writtenOps() const { return written_ops_.load(); }
@@ -119,6 +121,14 @@ class TraceWriter {
   static constexpr size_t kMemoryPerInsert = 32;  // and of memory samples
   ScopedStmt insert_op_, insert_ops_, insert_block_, insert_step_, insert_overflow_, insert_memory_, insert_memories_, insert_dump_, insert_string_, insert_run_,
       end_run_, begin_, commit_;
+
+  // After the first write error (writer thread only): the reason the run failed, whether the
+  // run row says so yet, and the last step whose row was committed.
+  Status abandonAfterError(const Status& error);
+  void markRunFailed();
+  std::string failure_;
+  bool failure_marked_ = false;
+  int64_t txn_step_ = -1, committed_step_ = -1;
 
   mutable std::mutex mu_;
   std::condition_variable cv_, done_cv_;

@@ -181,4 +181,10 @@ class Dumper {
 // environment variable NPUSCOPE_FAKE_FREE_BYTES (a byte count), which every path then reports.
 StatusOr<uint64_t> freeBytes(const std::string& path);
 
+// The disk reserve: while dumping, each op's file and rows are written only if the filesystem
+// keeps at least this many bytes free afterwards, so that when dumps fill a disk the trace file
+// can still commit the run's ops, steps and end. NPUSCOPE_DISK_RESERVE ("64M", "1G", bytes;
+// "0" turns the check off) sets it; the default is 64 MiB, at most a quarter of the filesystem.
+uint64_t diskReserve(uint64_t filesystem_bytes);
+
 }  // namespace npuscope::dumper
