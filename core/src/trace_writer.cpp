@@ -2,6 +2,11 @@
 
 #include <zstd.h>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -84,8 +89,45 @@ void bindText(sqlite3_stmt* st, int col, const std::string& s) {
 
 }  // namespace
 
+namespace {
+
+std::string hostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "";
+  return name;
+}
+
+// Runs of this host left `running` by a process that no longer exists (SIGKILL, a crash, a
+// disk too full to end them) end as failed, keeping what they committed.
+Status endOrphanedRuns(sqlite3* db) {
+  ASSIGN_OR_RETURN(ScopedStmt find, prepare(db, "SELECT id, pid FROM runs WHERE status='running' AND pid IS NOT NULL"
+                                                " AND host=?"));
+  const std::string host = hostName();
+  sqlite3_bind_text(find.get(), 1, host.c_str(), -1, SQLITE_TRANSIENT);
+  std::vector<std::pair<int64_t, int64_t>> orphans;
+  while (sqlite3_step(find.get()) == SQLITE_ROW) {
+    const int64_t pid = sqlite3_column_int64(find.get(), 1);
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) orphans.emplace_back(sqlite3_column_int64(find.get(), 0), pid);
+  }
+  for (const auto& [run, pid] : orphans) {
+    ASSIGN_OR_RETURN(ScopedStmt end, prepare(db,
+        "UPDATE runs SET status='failed', ended_ns=coalesce(ended_ns, (SELECT max(start_ns + dur_ns) FROM op_events"
+        " WHERE run_id=?1), started_ns), results_json=json_object('error', ?2) WHERE id=?1 AND status='running'"));
+    const std::string why = "the recording process (pid " + std::to_string(pid) + " on " + host +
+                            ") ended without ending the run (killed, crashed, or its disk was full); what it "
+                            "committed is kept";
+    sqlite3_bind_int64(end.get(), 1, run);
+    sqlite3_bind_text(end.get(), 2, why.c_str(), -1, SQLITE_TRANSIENT);
+    RETURN_IF_ERROR(stepStatement(db, end.get()));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::open(const std::string& path, Options options) {
   ASSIGN_OR_RETURN(ScopedDb db, openTraceDatabase(path, OpenMode::kReadWrite));
+  RETURN_IF_ERROR(endOrphanedRuns(db.get()));
   // The indexes of a long run outgrow SQLite's default 2 MB page cache; 64 MB keeps their hot
   // right-hand pages in memory.
   RETURN_IF_ERROR(execSql(db.get(), "PRAGMA cache_size=-65536"));
@@ -205,8 +247,8 @@ Status TraceWriter::prepareStatements() {
   ASSIGN_OR_RETURN(insert_string_, prepare(db,
       "INSERT INTO strings(value) VALUES (?) ON CONFLICT(value) DO UPDATE SET value=excluded.value RETURNING id"));
   ASSIGN_OR_RETURN(insert_run_, prepare(db,
-      "INSERT INTO runs(started_ns, wall_start_ns, status, command, model, opt_level, optimizer, device, config_json)"
-      " VALUES (?,?,'running',?,?,?,?,?,?)"));
+      "INSERT INTO runs(started_ns, wall_start_ns, status, command, model, opt_level, optimizer, device, config_json,"
+      " pid, host) VALUES (?,?,'running',?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(end_run_, prepare(db,
       "UPDATE runs SET ended_ns=?, status=?, results_json=coalesce(?, results_json), dropped_records=? WHERE id=?"));
   ASSIGN_OR_RETURN(begin_, prepare(db, "BEGIN"));
@@ -545,6 +587,8 @@ Status TraceWriter::write(Item& item) {
     bindText(st, 6, b->info.optimizer);
     bindText(st, 7, b->info.device);
     bindText(st, 8, b->info.config_json);
+    sqlite3_bind_int64(st, 9, static_cast<int64_t>(::getpid()));
+    bindText(st, 10, hostName());
     RETURN_IF_ERROR(stepStatement(db, st));
     run_id_.store(sqlite3_last_insert_rowid(db));
     // Producers number ops from 1 in every process; a run added to a file that already holds
@@ -633,15 +677,17 @@ Status TraceWriter::abandonAfterError(const Status& error) {
     (void)execSql(db_.get(), "ROLLBACK");  // SQLite may have rolled back already
     in_txn_ = false;
   }
-  std::string message = path() + ": " + error.message();
   const int code = sqlite3_errcode(db_.get()) & 0xff;
-  if (code == SQLITE_FULL || message.find("disk is full") != std::string::npos) {
-    std::error_code ec;
-    const std::filesystem::path dir = std::filesystem::absolute(path()).parent_path();
-    const auto space = std::filesystem::space(dir, ec);
-    message = path() + ": the filesystem of " + dir.string() + " is full" +
-              (ec ? std::string() : " (" + formatBytes(space.available) + " free)");
+  if (code != SQLITE_FULL && error.message().find("disk is full") == std::string::npos) {
+    failure_ = error.message();  // the run (if one began) ends failed with it
+    markRunFailed();
+    return error;
   }
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::absolute(path()).parent_path();
+  const auto space = std::filesystem::space(dir, ec);
+  std::string message = path() + ": the filesystem of " + dir.string() + " is full" +
+                        (ec ? std::string() : " (" + formatBytes(space.available) + " free)");
   message += committed_step_ >= 0
                  ? "; recording stopped after step " + std::to_string(committed_step_) +
                        ": what came later (ops, steps, dumps) is not in the file"

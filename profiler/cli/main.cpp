@@ -47,7 +47,7 @@ class Progress {
 int main(int argc, char** argv) {
   CLI::App app{"npuscope: profile and debug mixed-precision training on an (emulated) Ascend NPU"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "npuscope 0.1 (trace schema 1, libtorch 1.13)");
+  app.set_version_flag("--version", "npuscope 0.1 (trace schema 4, libtorch 1.13)");
 
   npuscope::workloads::TrainOptions t;
   auto* train = app.add_subcommand("train", "Train a built-in model on the npu and print its result");

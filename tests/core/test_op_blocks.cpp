@@ -404,6 +404,7 @@ TEST(OpBlocksMigration, SchemaOneFileGetsBlocks) {
                         "ALTER TABLE tensor_dumps DROP COLUMN data_ref;"
                         "CREATE INDEX op_events_run_thread_start ON op_events(run_id, thread_id, start_ns);"
                         "CREATE INDEX op_events_run_step ON op_events(run_id, step);"
+                        "ALTER TABLE runs DROP COLUMN pid; ALTER TABLE runs DROP COLUMN host;"
                         "INSERT INTO runs(started_ns, wall_start_ns, status) VALUES (0, 0, 'completed');"
                         "INSERT INTO strings(value) VALUES ('aten::old');"
                         "INSERT INTO op_events(id, run_id, step, name_id, start_ns, dur_ns, thread_id, depth,"

@@ -2,6 +2,8 @@
 // string ids mapped into each file.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include <chrono>
@@ -467,6 +469,54 @@ TEST(TraceWriter, PartialBuffersShareTheQueue) {
   }
   EXPECT_EQ(scalar(p, "SELECT count(*) FROM op_events"), 3000);
   EXPECT_EQ(scalar(p, "SELECT count(DISTINCT step) FROM op_events"), 1000);
+}
+
+}  // namespace
+}  // namespace npuscope
+
+namespace npuscope {
+namespace {
+
+// A run whose process died without ending it (SIGKILL, a crash, a full disk) ends as failed the
+// next time the file is opened for writing; a run whose process still lives is left alone.
+TEST(TraceWriter, RunsOfProcessesThatAreGoneEndFailedAtTheNextOpenForWriting) {
+  const std::string p = tempPath("orphans.db");
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  int st = 0;
+  waitpid(dead, &st, 0);  // reaped: no process has this pid now
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  {
+    auto w = TraceWriter::open(p);
+    ASSERT_TRUE(w.isOk());
+    ASSERT_TRUE((*w)->beginRun(info()).isOk());  // run 1: this process, still running
+  }
+  {
+    auto db = openTraceDatabase(p, OpenMode::kReadWrite);
+    ASSERT_TRUE(db.isOk());
+    for (const std::string& row : std::vector<std::string>{
+             "(2, 5, 0, 'running', " + std::to_string(dead) + ", '" + host + "')",     // its process is gone
+          "(3, 6, 0, 'running', " + std::to_string(dead) + ", 'elsewhere')",        // another host: unknown
+          "(4, 7, 0, 'running', NULL, NULL)"}) {                                   // older schema: no owner
+      const Status ins = execSql(db->get(), "INSERT INTO runs(id, started_ns, wall_start_ns, status, pid, host) VALUES " + row);
+      ASSERT_TRUE(ins.isOk()) << ins.message();
+    }
+  }
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM runs WHERE status='running'"), 4);  // reading changes nothing
+  {
+    auto w = TraceWriter::open(p);
+    ASSERT_TRUE(w.isOk());
+  }
+  EXPECT_EQ(scalar(p, "SELECT status='running' FROM runs WHERE id=1"), 1);
+  EXPECT_EQ(scalar(p, "SELECT status='failed' FROM runs WHERE id=2"), 1);
+  EXPECT_EQ(scalar(p, "SELECT instr(json_extract(results_json, '$.error'), 'pid " + std::to_string(dead) +
+                          " on ') > 0 FROM runs WHERE id=2"),
+            1);
+  EXPECT_EQ(scalar(p, "SELECT ended_ns FROM runs WHERE id=2"), 5);  // no ops: ended when it started
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM runs WHERE status='running' AND id IN (3, 4)"), 2);
+  EXPECT_EQ(scalar(p, "SELECT pid FROM runs WHERE id=1"), getpid());
 }
 
 }  // namespace
