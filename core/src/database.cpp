@@ -1,6 +1,10 @@
 #include "npuscope/core/database.h"
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdio>
 #include <cstring>
@@ -57,6 +61,24 @@ StatusOr<ScopedStmt> prepare(sqlite3* db, const std::string& sql) {
   return ScopedStmt(st);
 }
 
+namespace {
+// Why `path` cannot be written, in a person's words ("" when nothing tells).
+std::string whyNotWritable(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  struct statvfs fs {};
+  if (::statvfs(dir.c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY) != 0) {
+    return "the filesystem holding " + dir + " is mounted read-only";
+  }
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (::access(exists ? path.c_str() : dir.c_str(), W_OK) != 0) {
+    return std::string("no write permission on ") + (exists ? path : dir) + " (" + std::strerror(errno) + ")";
+  }
+  return "";
+}
+}  // namespace
+
 StatusOr<ScopedDb> openTraceDatabase(const std::string& path, OpenMode mode) {
   const bool read_only = mode == OpenMode::kReadOnly;
   long long size = 0;
@@ -80,7 +102,15 @@ StatusOr<ScopedDb> openTraceDatabase(const std::string& path, OpenMode mode) {
   const int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   const int rc = sqlite3_open_v2(path.c_str(), &raw, flags | SQLITE_OPEN_NOMUTEX, nullptr);
   ScopedDb db(raw);
-  if (rc != SQLITE_OK) return ioError(path + ": cannot open: " + sqliteError(raw));
+  if (rc != SQLITE_OK) {
+    const std::string why = read_only ? "" : whyNotWritable(path);
+    return ioError(path + ": cannot open" + (why.empty() ? "" : " for writing") + ": " +
+                   (why.empty() ? sqliteError(raw) : why));
+  }
+  if (!read_only && sqlite3_db_readonly(db.get(), "main") == 1) {  // SQLite fell back to reading
+    const std::string why = whyNotWritable(path);
+    return ioError(path + ": cannot open for writing: " + (why.empty() ? "the file is read-only" : why));
+  }
   sqlite3_busy_timeout(db.get(), 5000);
 
   auto version = queryInt(db.get(), "PRAGMA user_version");

@@ -3,7 +3,9 @@
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "cli/fail.h"
@@ -184,11 +186,23 @@ int main(int argc, char** argv) {
     if (!dumping.isOk()) return fail(dumping.status().message());
     t.dump = *dumping;
     Progress progress;
+    // Ctrl-C / SIGTERM: the loop stops before its next step and ends the run "failed"; a second
+    // one ends the process at once (the next writer to open the file ends that run then).
+    for (int sig : {SIGINT, SIGTERM}) {
+      std::signal(sig, [](int s) {
+        if (npuscope::workloads::stopRequested() != 0) std::_Exit(128 + s);
+        npuscope::workloads::requestStop(s);
+      });
+    }
     std::fprintf(stderr, "training %s on %s (%s, %s, %s lr %g, batch %lld)\n", t.model.c_str(), t.device.c_str(),
                  t.dataset.c_str(), t.amp.opt_level.c_str(), t.optimizer.c_str(), t.lr,
                  static_cast<long long>(t.batch_size));
     auto r = npuscope::workloads::train(t, std::ref(progress));
-    if (!r.isOk()) return fail(r.status().message());
+    if (!r.isOk()) {
+      const int sig = npuscope::workloads::stopRequested();
+      const int code = fail(r.status().message());
+      return sig != 0 ? 128 + sig : code;
+    }
     const auto mem = npuscope::npu::memory_stats(0);
     std::printf("model            %s\n", t.model.c_str());
     std::printf("device           %s\n", t.device.c_str());

@@ -1,5 +1,8 @@
 #include "workloads/trainer.h"
 
+#include <atomic>
+#include <csignal>
+
 #include <ATen/ATen.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/utils.h>
@@ -278,6 +281,13 @@ StatusOr<dumper::DumpSizeEstimate> sizeDumpedStep(Model& model, optim::NpuFusedO
 
 }  // namespace
 
+namespace {
+std::atomic<int> g_stop_signal{0};
+}  // namespace
+
+void requestStop(int signal_number) { g_stop_signal.store(signal_number); }
+int stopRequested() { return g_stop_signal.load(); }
+
 StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
   RETURN_IF_ERROR(validate(o));
   ASSIGN_OR_RETURN(c10::Device device, parseDevice(o.device));
@@ -368,6 +378,13 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
       at::Tensor order = at::randperm(train_set.size(), gen, at::kLong);  // drawn for resumed epochs too
       for (int64_t b = 0; b < per_epoch && global < total; ++b, ++global) {
         if (global < first_step) continue;  // resumed: same data order, these were done
+        if (const int sig = stopRequested(); sig != 0) {
+          if (o.dump) (void)dump.stop();
+          return abandon(Status(StatusCode::kFailedPrecondition,
+                                std::string(sig == SIGTERM ? "terminated (SIGTERM)" : "interrupted (SIGINT)") +
+                                    " after " + std::to_string(r.steps) + " steps; the run is marked failed and "
+                                    "keeps what was recorded"));
+        }
         const int64_t n = std::min(o.batch_size, train_set.size() - b * o.batch_size);
         at::Tensor idx = order.narrow(0, b * o.batch_size, n);
         at::Tensor loss = forwardLoss(*model, *opt, train_set.images.index_select(0, idx),

@@ -74,6 +74,13 @@ using ProgressFn = std::function<void(int64_t step, int64_t total, double loss, 
 // Checks the options (named errors for bad values), loads the data and trains.
 StatusOr<TrainResult> train(const TrainOptions& options, const ProgressFn& progress);
 
+// Asks a running train() to stop before its next step: the run ends "failed" with
+// {"error": "interrupted (SIGINT)"} (or SIGTERM), everything recorded so far kept, and train()
+// returns that error. Async-signal-safe (one atomic store): for the CLI's signal handlers.
+void requestStop(int signal_number);
+// The signal a stop was requested with (0: none).
+int stopRequested();
+
 struct InferOptions {
   std::string checkpoint;  // written by train --save
   std::string device = "npu:0";

@@ -1,9 +1,14 @@
-// A full disk loses nothing already recorded: on a real small filesystem (a tmpfs mounted for
-// the test; skipped where the machine does not allow mounting), dumps stop before the disk
-// fills and the run completes, and a trace file that cannot grow keeps what it committed with
-// its run marked failed and one clear line.
+// Faults lose nothing already recorded. A full disk, on a real small filesystem (a tmpfs mounted
+// for the test; skipped where the machine does not allow mounting): dumps stop before the disk
+// fills and the run completes; a trace file that cannot grow keeps what it committed with its
+// run marked failed and one clear line. A read-only filesystem is refused before training.
+// Ctrl-C and SIGTERM end the run failed, promptly, with what was recorded.
+#include <signal.h>
 #include <sys/mount.h>
 
+#include <fcntl.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 
@@ -14,10 +19,10 @@ namespace {
 // A tmpfs of `size` mounted on a fresh directory for the test's lifetime.
 class SmallFilesystem {
  public:
-  explicit SmallFilesystem(const std::string& size)
+  explicit SmallFilesystem(const std::string& size, unsigned long flags = 0)
       : dir_(std::filesystem::path(scratchPath("fs_" + size)).lexically_normal().string()) {
     std::filesystem::create_directories(dir_);
-    mounted_ = ::mount("tmpfs", dir_.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
+    mounted_ = ::mount("tmpfs", dir_.c_str(), "tmpfs", flags, ("size=" + size).c_str()) == 0;
   }
   ~SmallFilesystem() {
     if (mounted_) ::umount(dir_.c_str());
@@ -79,5 +84,58 @@ TEST(CliDiskFull, ATraceFileThatCannotGrowKeepsItsStepsAndEndsFailed) {
   EXPECT_GT(sqlInt(db, "SELECT count(*) FROM ops WHERE step = " + std::to_string(steps - 1)), 0);
   EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
 }
+
+TEST(CliFaults, AReadOnlyFilesystemIsRefusedBeforeTraining) {
+  SmallFilesystem fs("1m", MS_RDONLY);
+  if (!fs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  const std::string db = fs.path("t.db");
+  const CliRun r = run("train --model mlp --steps 3 --db " + db);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("npuscope: error: " + db + ": cannot open for writing: the filesystem holding "), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("is mounted read-only"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("step 1/"), std::string::npos) << "no step may run before the refusal";
+}
+
+// `npuscope train` stopped with SIGINT (Ctrl-C) or SIGTERM ends its run failed within 2 s.
+class CliInterrupt : public ::testing::TestWithParam<int> {};
+
+TEST_P(CliInterrupt, TrainEndsItsRunFailedPromptlyKeepingItsSteps) {
+  const int sig = GetParam();
+  const std::string db = scratchPath("interrupt_" + std::to_string(sig) + ".db");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::signal(SIGINT, SIG_DFL);  // a test runner may start us with SIGINT ignored
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    ::execl(NPUSCOPE_CLI, NPUSCOPE_CLI, "train", "--model", "mlp", "--dataset", "synthetic", "--epochs", "100",
+            "--db", db.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Wait until some steps are committed, then interrupt.
+  int64_t steps = 0;
+  for (int i = 0; i < 200 && steps < 20; ++i) {
+    ::usleep(100'000);
+    if (std::filesystem::exists(db)) steps = std::max<int64_t>(0, sqlInt(db, "SELECT count(*) FROM steps"));
+  }
+  ASSERT_GE(steps, 20) << "the run did not get going";
+  const auto t0 = std::chrono::steady_clock::now();
+  ::kill(pid, sig);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(seconds, 2.0);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 128 + sig);
+  EXPECT_EQ(sqlText(db, "SELECT status FROM runs"), "failed");
+  const std::string why = sqlText(db, "SELECT json_extract(results_json, '$.error') FROM runs");
+  EXPECT_NE(why.find(sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)"), std::string::npos) << why;
+  EXPECT_GE(sqlInt(db, "SELECT count(*) FROM steps"), steps);
+  EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, CliInterrupt, ::testing::Values(SIGINT, SIGTERM));
 
 }  // namespace
