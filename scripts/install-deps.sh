@@ -33,6 +33,8 @@ PACKAGES=(
   python3-dev             # Python.h for the npuscope._C extension
   pybind11-dev            # the npuscope._C bindings
   python3-pytest          # the Python tests (run by CTest with /usr/bin/python3)
+  clang-14                # scripts/fuzz.sh: the fuzz targets are built with clang
+  libfuzzer-14-dev        # libFuzzer for scripts/fuzz.sh
 )
 
 SUDO=""

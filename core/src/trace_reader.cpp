@@ -710,8 +710,9 @@ StatusOr<OpAggregateTable> TraceReader::opAggregates(const OpAggregateQuery& q) 
   for (const OpAggregator& part : aggs) {
     for (const auto& [parent, dur] : part.pending()) {
       for (size_t j = 0; j < parts.size(); ++j) {
+        const auto id = parent;  // C++17 lambdas cannot capture a structured binding (clang refuses)
         const bool holds = std::any_of(parts[j].begin(), parts[j].end(),
-                                       [&](const OpIdRange& r) { return parent >= r.lo && parent <= r.hi; });
+                                       [&](const OpIdRange& r) { return id >= r.lo && id <= r.hi; });
         if (!holds) continue;
         const int32_t g = aggs[j].groupOfOp(parent);
         if (g >= 0) agg.subtractChild(to_merged[j][static_cast<size_t>(g)], dur);

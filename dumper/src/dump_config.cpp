@@ -124,7 +124,7 @@ StatusOr<DumpConfig> DumpConfig::fromJson(const std::string& text, const std::st
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers past double
     return invalidArgument(source + ": not valid JSON: " + e.what());
   }
   if (!doc.is_object() || !doc.contains("dump") || !doc["dump"].is_object()) {

@@ -149,15 +149,24 @@ Status writeDumpFile(const std::string& path, const std::string& op_name, uint64
 StatusOr<DecodedDumpFile> readDumpFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return notFound(path + ": cannot open the dump file");
-  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (all.size() < 8) return invalidArgument(path + ": too short for a dump file header length");
+  const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return decodeDumpFile(all, path);
+}
+
+StatusOr<DecodedDumpFile> decodeDumpFile(const std::string& all, const std::string& name) {
+  if (all.size() < 8) return invalidArgument(name + ": too short for a dump file header length");
   uint64_t len = 0;
   for (int i = 0; i < 8; ++i) len |= static_cast<uint64_t>(static_cast<uint8_t>(all[i])) << (8 * i);
-  if (len > all.size() - 8) return invalidArgument(path + ": header length " + std::to_string(len) + " exceeds the file");
+  if (len > all.size() - 8) return invalidArgument(name + ": header length " + std::to_string(len) + " exceeds the file");
   toolkit::dumpdata::DumpData header;
   if (!header.ParseFromArray(all.data() + 8, static_cast<int>(len))) {
-    return invalidArgument(path + ": the header is not a toolkit.dumpdata.DumpData message");
+    return invalidArgument(name + ": the header is not a toolkit.dumpdata.DumpData message");
   }
+  // The payload sizes the header claims must fit in the file before anything is allocated.
+  uint64_t claimed = 0;
+  for (const auto& t : header.input()) claimed += std::min<uint64_t>(t.size(), all.size());
+  for (const auto& t : header.output()) claimed += std::min<uint64_t>(t.size(), all.size());
+  if (claimed > all.size() - 8 - len) return invalidArgument(name + ": payload sizes exceed the file");
   DecodedDumpFile out;
   out.op_name = header.op_name();
   out.dump_time_us = header.dump_time();
@@ -167,13 +176,12 @@ StatusOr<DecodedDumpFile> readDumpFile(const std::string& path) {
   size_t pos = 8 + len;
   for (auto* list : {&out.inputs, &out.outputs}) {
     for (auto& t : *list) {
-      if (t.data.size() > all.size() - pos) return invalidArgument(path + ": payload sizes exceed the file");
-      std::memcpy(t.data.data(), all.data() + pos, t.data.size());
+      if (!t.data.empty()) std::memcpy(t.data.data(), all.data() + pos, t.data.size());
       pos += t.data.size();
     }
   }
   if (pos != all.size()) {
-    return invalidArgument(path + ": " + std::to_string(all.size() - pos) + " bytes after the last payload");
+    return invalidArgument(name + ": " + std::to_string(all.size() - pos) + " bytes after the last payload");
   }
   return out;
 }

@@ -83,3 +83,17 @@ TEST(DumpConfigTest, EnvironmentSwitch) {
 
 }  // namespace
 }  // namespace npuscope::dumper
+
+namespace npuscope::dumper {
+namespace {
+
+// Found by fuzz_acl_json: a number past double's range made nlohmann throw out_of_range, which
+// escaped fromJson and ended the process.
+TEST(DumpConfigFuzzFindings, ANumberPastDoubleIsAnErrorNotACrash) {
+  auto c = DumpConfig::fromJson(R"({"dump":{"overflow_limit":7e777777}})");
+  ASSERT_FALSE(c.isOk());
+  EXPECT_NE(c.status().message().find("acl.json: not valid JSON"), std::string::npos) << c.status().message();
+}
+
+}  // namespace
+}  // namespace npuscope::dumper

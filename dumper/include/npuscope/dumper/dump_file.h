@@ -54,5 +54,7 @@ struct DecodedDumpFile {
 };
 // Checks the header length, the protobuf and that the payload sizes add up to the file size.
 StatusOr<DecodedDumpFile> readDumpFile(const std::string& path);
+// The same from the file's bytes; `name` names it in errors.
+StatusOr<DecodedDumpFile> decodeDumpFile(const std::string& bytes, const std::string& name);
 
 }  // namespace npuscope::dumper

@@ -1,0 +1,43 @@
+// A trace file's bytes (start: real recorded files, mutated) opened and read as npuscope report
+// and the GUI read it: every call returns data or an error; none crashes or hangs.
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "npuscope/core/trace_reader.h"
+
+namespace {
+std::string scratch() {
+  static const std::string path = "/tmp/npuscope_fuzz_trace_" + std::to_string(::getpid()) + ".db";
+  return path;
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string path = scratch();
+  for (const char* suffix : {"-wal", "-shm"}) std::remove((path + suffix).c_str());
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return 0;
+  std::fwrite(data, 1, size, f);
+  std::fclose(f);
+  auto reader = npuscope::TraceReader::open(path);
+  if (!reader.isOk()) return 0;
+  auto runs = (*reader)->runs();
+  if (!runs.isOk()) return 0;
+  for (const auto& run : *runs) {
+    (void)(*reader)->steps(run.id);
+    (void)(*reader)->overflowEvents(run.id);
+    (void)(*reader)->threads(run.id);
+    (void)(*reader)->stepDeviceTimes(run.id);
+    (void)(*reader)->memoryPeaks(run.id);
+    npuscope::OpAggregateQuery q;
+    q.run_id = run.id;
+    (void)(*reader)->opAggregates(q);
+    auto dumps = (*reader)->tensorDumps(run.id);
+    if (dumps.isOk() && !dumps->empty()) (void)(*reader)->tensorDumpData(dumps->front().id);
+  }
+  return 0;
+}
