@@ -10,6 +10,8 @@
 #include <cstring>
 #include <fstream>
 
+#include <google/protobuf/stubs/logging.h>
+
 #include "dump_data.pb.h"
 
 namespace npuscope::dumper {
@@ -159,9 +161,12 @@ StatusOr<DecodedDumpFile> decodeDumpFile(const std::string& all, const std::stri
   for (int i = 0; i < 8; ++i) len |= static_cast<uint64_t>(static_cast<uint8_t>(all[i])) << (8 * i);
   if (len > all.size() - 8) return invalidArgument(name + ": header length " + std::to_string(len) + " exceeds the file");
   toolkit::dumpdata::DumpData header;
-  if (!header.ParseFromArray(all.data() + 8, static_cast<int>(len))) {
-    return invalidArgument(name + ": the header is not a toolkit.dumpdata.DumpData message");
+  bool parsed = false;
+  {
+    google::protobuf::LogSilencer quiet;  // our one error line, not protobuf's log beside it
+    parsed = header.ParseFromArray(all.data() + 8, static_cast<int>(len));
   }
+  if (!parsed) return invalidArgument(name + ": the header is not a toolkit.dumpdata.DumpData message");
   // The payload sizes the header claims must fit in the file before anything is allocated.
   uint64_t claimed = 0;
   for (const auto& t : header.input()) claimed += std::min<uint64_t>(t.size(), all.size());

@@ -97,3 +97,31 @@ TEST(DumpConfigFuzzFindings, ANumberPastDoubleIsAnErrorNotACrash) {
 
 }  // namespace
 }  // namespace npuscope::dumper
+
+#include "npuscope/dumper/dump_file.h"
+
+namespace npuscope::dumper {
+namespace {
+
+// Corrupt dump files give one error each, before any allocation the file cannot back, and
+// protobuf logs nothing of its own beside it.
+TEST(DumpFileDecode, CorruptFilesAreOneErrorEach) {
+  using namespace std::string_literals;
+  const std::string header_len_4 = "\x04\x00\x00\x00\x00\x00\x00\x00"s;
+  testing::internal::CaptureStderr();
+  auto bad_utf8 = decodeDumpFile(header_len_4 + "\x32\x02\xff\xfe"s, "a.bin");  // op_name: invalid UTF-8
+  const std::string logged = testing::internal::GetCapturedStderr();
+  ASSERT_FALSE(bad_utf8.isOk());
+  EXPECT_EQ(bad_utf8.status().message(), "a.bin: the header is not a toolkit.dumpdata.DumpData message");
+  EXPECT_EQ(logged, "");
+  // An input claiming a 2^40-byte payload in a 14-byte file.
+  const std::string huge = "\x09\x00\x00\x00\x00\x00\x00\x00"s +
+                           "\x22\x07\x28\x80\x80\x80\x80\x80\x20"s;  // input { size: 1 << 40 }
+  auto claimed = decodeDumpFile(huge, "b.bin");
+  ASSERT_FALSE(claimed.isOk());
+  EXPECT_EQ(claimed.status().message(), "b.bin: payload sizes exceed the file");
+  EXPECT_FALSE(decodeDumpFile("short", "c.bin").isOk());
+}
+
+}  // namespace
+}  // namespace npuscope::dumper
