@@ -277,6 +277,30 @@ std::string firstNonFinite(const State& s) {
   return "";
 }
 
+// A fused optimizer amp may take over: it has not stepped, and it keeps combined gradients.
+void checkFreshFused(const optim::NpuFusedOptimizer& opt, const Properties& props) {
+  TORCH_CHECK(opt.stepCount() == 0, "amp::initialize: ", opt.name(), " has already taken ", opt.stepCount(),
+              " step(s); initialize amp before the first optimizer step");
+  TORCH_CHECK(props.combine_grad, "amp::initialize: combine_grad false: ", opt.name(),
+              " keeps its gradients combined; the fused optimizers need combine_grad");
+}
+
+// Parameters the caller cast itself (plain parameters, front-ends that own the model): each has
+// the level's model dtype, or fp32 where keep_batchnorm_fp32 keeps affine BatchNorms.
+void checkCallerCast(const std::vector<at::Tensor>& params, const Properties& props) {
+  if (!props.enabled || !props.castsModel()) return;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const bool keptFp32 = props.lowPrecisionModel() && props.keep_batchnorm_fp32 && params[i].scalar_type() == at::kFloat;
+    TORCH_CHECK(params[i].scalar_type() == props.cast_model_type || keptFp32, "amp::initialize: parameter ", i,
+                " is ", params[i].scalar_type(), "; opt_level ", optLevelName(props.opt_level),
+                " expects it cast to ", c10::toString(props.cast_model_type), " first");
+  }
+}
+
+void nameParams(State& s, const NamedParams& names) {
+  for (const auto& [name, t] : names) s.paramNames[t.unsafeGetTensorImpl()] = name;
+}
+
 }  // namespace
 
 const char* componentName() { return "amp"; }
@@ -289,10 +313,7 @@ Initialized initialize(std::shared_ptr<torch::nn::Module> model, std::shared_ptr
   TORCH_CHECK(optimizer != nullptr, "amp::initialize: optimizer is null (pass an OptimizerFactory to have one built)");
   const Properties props = resolveOrThrow(options);
   checkOptimizerParams(*optimizer, *model);
-  TORCH_CHECK(optimizer->stepCount() == 0, "amp::initialize: ", optimizer->name(), " has already taken ",
-              optimizer->stepCount(), " step(s); initialize amp before the first optimizer step");
-  TORCH_CHECK(props.combine_grad, "amp::initialize: combine_grad false: ", optimizer->name(),
-              " keeps its gradients combined; the fused optimizers need combine_grad");
+  checkFreshFused(*optimizer, props);
   resetState();
   const bool recast = prepareModel(*model, props);
   const bool wantMasters = props.enabled && props.master_weights;
@@ -343,13 +364,8 @@ Properties initialize(const std::vector<at::Tensor>& params, const Options& opti
   for (size_t i = 0; i < params.size(); ++i) {
     TORCH_CHECK(params[i].defined() && at::isFloatingType(params[i].scalar_type()), "amp::initialize: parameter ", i,
                 " is not a defined floating tensor");
-    const bool keptFp32 = props.lowPrecisionModel() && props.keep_batchnorm_fp32 && params[i].scalar_type() == at::kFloat;
-    if (props.enabled && props.castsModel() && !keptFp32) {
-      TORCH_CHECK(params[i].scalar_type() == props.cast_model_type, "amp::initialize: parameter ", i, " is ",
-                  params[i].scalar_type(), "; with plain parameters, cast them yourself to ",
-                  c10::toString(props.cast_model_type));
-    }
   }
+  checkCallerCast(params, props);
   resetState();
   State& s = state();
   if (props.combine_grad) {
@@ -386,31 +402,20 @@ Properties initialize(std::shared_ptr<optim::NpuFusedOptimizer> optimizer, const
                       const NamedParams& names) {
   TORCH_CHECK(optimizer != nullptr, "amp::initialize: optimizer is null");
   const Properties props = resolveOrThrow(options);
-  TORCH_CHECK(optimizer->stepCount() == 0, "amp::initialize: ", optimizer->name(), " has already taken ",
-              optimizer->stepCount(), " step(s); initialize amp before the first optimizer step");
-  TORCH_CHECK(props.combine_grad, "amp::initialize: combine_grad false: ", optimizer->name(),
-              " keeps its gradients combined; the fused optimizers need combine_grad");
-  if (props.enabled && props.lowPrecisionModel()) {
-    for (size_t i = 0; i < optimizer->params().size(); ++i) {
-      const at::Tensor& p = optimizer->params()[i];
-      const bool kept = p.scalar_type() == at::kFloat && props.keep_batchnorm_fp32;  // affine BatchNorm
-      TORCH_CHECK(p.scalar_type() == props.cast_model_type || kept, "amp::initialize: parameter ", i, " is ",
-                  p.scalar_type(), "; opt_level ", optLevelName(props.opt_level), " expects the model cast to ",
-                  c10::toString(props.cast_model_type), " first");
-    }
-  }
+  checkFreshFused(*optimizer, props);
+  checkCallerCast(optimizer->params(), props);
   resetState();
   if (props.enabled) checkMasters(*optimizer, props);
   State& s = state();
   s.optimizer = optimizer;
-  for (const auto& [name, t] : names) s.paramNames[t.unsafeGetTensorImpl()] = name;
+  nameParams(s, names);
   finishInit(s, props, optimizer->params());
   return s.props;
 }
 
 void set_param_names(const NamedParams& names) {
   requireInit("set_param_names");
-  for (const auto& [name, t] : names) state().paramNames[t.unsafeGetTensorImpl()] = name;
+  nameParams(state(), names);
 }
 
 bool isInitialized() { return state().initialized; }

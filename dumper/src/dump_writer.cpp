@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 
 #include "npuscope/core/format.h"
@@ -225,36 +226,38 @@ void DumpWriter::handReady() {
 
 Status DumpWriter::checkRoom(const DumpedOp& op) const {
   if (!options_.keep_reserve) return Status::ok();
-  struct Need {
-    std::string path;  // an existing directory on the filesystem
-    uint64_t bytes;
+  // What this op writes, per filesystem: its file (payloads and a header) and its rows.
+  struct Fs {
+    std::string path;  // an existing directory on it
+    dev_t dev;
+    struct statvfs st;
+    uint64_t need;
   };
-  std::vector<Need> needs;
-  const uint64_t payload = op.with_data ? payloadOf(op) : 0;
-  if (!op.dir.empty()) {
-    std::filesystem::path dir = op.dir;
+  std::vector<Fs> filesystems;
+  auto add = [&](std::filesystem::path dir, uint64_t bytes) {
     std::error_code ec;
     while (!dir.empty() && !std::filesystem::exists(dir, ec)) dir = dir.parent_path();
-    needs.push_back({dir.empty() ? "." : dir.string(), payload + 4096});  // payloads and a header
-  }
-  if (options_.rows && !options_.trace_path.empty()) {
-    const std::filesystem::path trace = std::filesystem::absolute(options_.trace_path);
-    needs.push_back({trace.parent_path().string(), payload + 1024 * (op.inputs.size() + op.outputs.size())});
-  }
-  // One filesystem may hold both: its needs add up.
-  for (size_t i = 0; i < needs.size(); ++i) {
-    struct statvfs vi {};
-    if (::statvfs(needs[i].path.c_str(), &vi) != 0) continue;  // the write itself will tell
-    uint64_t need = needs[i].bytes;
-    for (size_t j = 0; j < needs.size(); ++j) {
-      struct statvfs vj {};
-      if (j != i && ::statvfs(needs[j].path.c_str(), &vj) == 0 && vj.f_fsid == vi.f_fsid) need += j > i ? needs[j].bytes : 0;
+    Fs f{dir.empty() ? "." : dir.string(), 0, {}, bytes};
+    struct stat where {};
+    if (::stat(f.path.c_str(), &where) != 0 || ::statvfs(f.path.c_str(), &f.st) != 0) return;  // the write will tell
+    f.dev = where.st_dev;
+    for (Fs& known : filesystems) {
+      if (known.dev == f.dev) return void(known.need += bytes);
     }
-    const uint64_t free = static_cast<uint64_t>(vi.f_bavail) * vi.f_frsize;
-    const uint64_t reserve = diskReserve(static_cast<uint64_t>(vi.f_blocks) * vi.f_frsize);
-    if (free >= need + reserve) continue;
-    return ioError(needs[i].path + ": only " + formatBytes(free) + " free, and dumping " + op.op_name + " of step " +
-                   std::to_string(op.step) + " needs about " + formatBytes(need) + " while " + formatBytes(reserve) +
+    filesystems.push_back(f);
+  };
+  const uint64_t payload = op.with_data ? payloadOf(op) : 0;
+  if (!op.dir.empty()) add(op.dir, payload + 4096);
+  if (options_.rows && !options_.trace_path.empty()) {
+    add(std::filesystem::absolute(options_.trace_path).parent_path(),
+        payload + 1024 * (op.inputs.size() + op.outputs.size()));
+  }
+  for (const Fs& f : filesystems) {
+    const uint64_t free = static_cast<uint64_t>(f.st.f_bavail) * f.st.f_frsize;
+    const uint64_t reserve = diskReserve(static_cast<uint64_t>(f.st.f_blocks) * f.st.f_frsize);
+    if (free >= f.need + reserve) continue;
+    return ioError(f.path + ": only " + formatBytes(free) + " free, and dumping " + op.op_name + " of step " +
+                   std::to_string(op.step) + " needs about " + formatBytes(f.need) + " while " + formatBytes(reserve) +
                    " stay free for the trace file (NPUSCOPE_DISK_RESERVE): dumping stopped before the disk filled");
   }
   return Status::ok();

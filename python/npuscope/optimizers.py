@@ -51,6 +51,11 @@ class _NpuFusedOptimizer(torch.optim.Optimizer):
                 out.append((key, float(group[key])))
         return out
 
+    def _group_entries(self):
+        """The param groups' options as the C++ state dict holds them ("group.<g>.<option>")."""
+        return {f"group.{i}.{key}": torch.tensor(value, dtype=torch.float64)
+                for i, g in enumerate(self.param_groups) for key, value in self._cxx_options(g)}
+
     def _validate_groups(self):
         # The C++ options check, on a throwaway one-element parameter: errors come at construction.
         for g in self.param_groups:
@@ -82,9 +87,7 @@ class _NpuFusedOptimizer(torch.optim.Optimizer):
         self._synced = options
         if old is not None and int(old["step"]) > 0:
             state = {k: v for k, v in old.items() if not k.startswith("group.")}
-            for i, opts in enumerate(options):
-                for key, value in opts:
-                    state[f"group.{i}.{key}"] = torch.tensor(value, dtype=torch.float64)
+            state.update(self._group_entries())
             self._core.load_state_dict(state)
             self._core.refresh_model_params()
         return self._core
@@ -193,9 +196,7 @@ class _NpuFusedOptimizer(torch.optim.Optimizer):
                 else:
                     flat[f"param.{int(i)}.{slot}"] = tensor
         flat["step"] = torch.tensor(int(step or 0), dtype=torch.int64)
-        for i, g in enumerate(self.param_groups):
-            for key, value in self._cxx_options(g):
-                flat[f"group.{i}.{key}"] = torch.tensor(value, dtype=torch.float64)
+        flat.update(self._group_entries())
         core.load_state_dict(flat)
         core.refresh_model_params()
         self._synced = [self._cxx_options(g) for g in self.param_groups]
