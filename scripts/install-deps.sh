@@ -23,7 +23,8 @@ PACKAGES=(
   nlohmann-json3-dev      # acl.json and chrome-trace JSON
   libzstd-dev             # compression of tensor dumps
   libxxhash-dev           # XXH3 content hashes: a dumped payload is stored once per step
-  zlib1g-dev              # gzip IDX files of Fashion-MNIST
+  zlib1g-dev              # gzip: IDX files of Fashion-MNIST, imported *.json.gz traces
+  libsimdjson-dev         # npuscope import: chrome-trace JSON parsed in chunks
   dataset-fashion-mnist   # the real training data, read in place under /usr/share/datasets
   qtbase5-dev             # the Qt5 Widgets GUI
   libqt5charts5-dev       # loss / loss-scale plots in the GUI

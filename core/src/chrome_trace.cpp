@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <set>
 #include <unordered_set>
 
 namespace npuscope {
@@ -373,6 +374,9 @@ class ChromeTraceExporter {
   Status emitHost(HostTrack& track, const HostItem& item);
   Status emitMemory(const MemorySample& m);
   Status emitStepCounters(const StepRow& s);
+  // Real device tasks (imported runs), read page by page in start order.
+  bool nextRealTask();
+  Status emitRealTask(const DeviceTaskRow& t);
   Status bufferDeviceTask(const OpSlice& op, int64_t host_tid);
   Status flushDeviceTasks();
   std::string deviceMetadata(int32_t device);
@@ -397,6 +401,11 @@ class ChromeTraceExporter {
   // Devices whose metadata is in the current part, or budgeted to be written with its device tasks.
   std::unordered_set<int32_t> announced_devices_, pending_device_metadata_;
   std::unordered_map<int64_t, int64_t> forward_thread_;  // sequence number -> tid of the forward op
+  std::vector<DeviceTaskRow> real_tasks_;  // the page being written
+  size_t real_pos_ = 0;
+  bool real_done_ = true;
+  Status real_status_;
+  std::set<std::pair<int32_t, int32_t>> announced_streams_;  // (device, stream) named in this part
   JsonStringCache strings_;
   std::string scratch_;
 };
@@ -454,7 +463,7 @@ Status ChromeTraceExporter::setUp() {
     ThreadSummary none;
     tracks_.push_back(std::make_unique<HostTrack>(none, 1, std::move(cursor)));
   }
-  if (!tracks_.empty()) {
+  if (!tracks_.empty() && !run_.imported()) {  // an imported run's ProfilerStep ops are among its ops
     std::vector<const StepRow*> step_ptrs;
     for (const StepRow& s : steps_) step_ptrs.push_back(&s);
     tracks_[main]->addSteps(std::move(step_ptrs));
@@ -478,7 +487,98 @@ Status ChromeTraceExporter::setUp() {
     host_metadata_ += ",\n" + metadataEvent("thread_sort_index", kHostPid, tracks_[i]->tid(), "sort_index",
                                              std::to_string(i == main ? 0 : i + 1));
   }
+  ASSIGN_OR_RETURN(const int64_t tasks, reader_.deviceTaskCount(run_.id));
+  real_done_ = tasks == 0;
+  if (!real_done_) nextRealTask();
   return Status::ok();
+}
+
+// Pages of tasks in (start, id) order; the next page starts at the last start, past the last id.
+bool ChromeTraceExporter::nextRealTask() {
+  if (real_done_) return false;
+  if (real_pos_ + 1 < real_tasks_.size()) {
+    ++real_pos_;
+    return true;
+  }
+  constexpr size_t kPage = 16384;
+  TimeWindow w = options_.window;
+  int64_t last_start = std::numeric_limits<int64_t>::min(), last_id = -1;
+  if (!real_tasks_.empty()) last_start = real_tasks_.back().start_ns, last_id = real_tasks_.back().id;
+  if (!real_tasks_.empty()) w.begin_ns = std::max(w.begin_ns, last_start);
+  for (size_t limit = kPage;; limit *= 2) {
+    auto page = reader_.deviceTasks(run_.id, w, limit);
+    if (!page.isOk()) {
+      real_status_ = page.status();
+      real_done_ = true;
+      return false;
+    }
+    std::vector<DeviceTaskRow> rows;
+    for (DeviceTaskRow& t : *page) {
+      if (t.start_ns == last_start && t.id <= last_id) continue;  // written with the previous page
+      rows.push_back(std::move(t));
+    }
+    // A page of nothing but already-written ties at last_start: read a larger one.
+    if (rows.empty() && page->size() == limit) continue;
+    real_tasks_ = std::move(rows);
+    real_pos_ = 0;
+    real_done_ = real_tasks_.empty();
+    return !real_done_;
+  }
+}
+
+Status ChromeTraceExporter::emitRealTask(const DeviceTaskRow& t) {
+  const bool kineto_cat = t.type == "kernel" || t.type == "gpu_memcpy" || t.type == "gpu_memset";
+  std::string& s = scratch_;
+  s.clear();
+  s += "{\"ph\":\"X\",\"cat\":\"";
+  s += kineto_cat ? t.type : std::string("kernel");
+  s += "\",\"name\":";
+  appendJsonString(s, t.name);
+  s += ",\"pid\":";
+  appendInt(s, kDevicePidBase + t.device);
+  s += ",\"tid\":";
+  appendInt(s, t.stream);
+  s += ",\"ts\":";
+  appendMicros(s, t.start_ns - base_);
+  s += ",\"dur\":";
+  appendMicros(s, t.dur_ns);
+  s += ",\"args\":{\"device\":";
+  appendInt(s, t.device);
+  s += ",\"stream\":";
+  appendInt(s, t.stream);
+  s += ",\"Task Type\":";
+  appendJsonString(s, t.type);
+  if (t.op_id >= 0) s += ",\"External id\":", appendInt(s, t.op_id);
+  if (t.correlation >= 0) s += ",\"correlation\":", appendInt(s, t.correlation);
+  if (t.bytes >= 0) s += ",\"bytes\":", appendInt(s, t.bytes);
+  if (!t.comm_group.empty()) s += ",\"group\":", appendJsonString(s, t.comm_group);
+  if (t.step >= 0) s += ",\"Step\":", appendInt(s, t.step);
+  s += "}}";
+  // The device's process and the stream's thread are named in every part that uses them.
+  std::string meta;
+  if (!announced_devices_.count(t.device)) {
+    const std::string d = (run_.source == "kineto" ? "gpu:" : "npu:") + std::to_string(t.device);
+    meta += metadataEvent("process_name", kDevicePidBase + t.device, 0, "name", "\"" + d + "\"");
+    meta += ",\n" + metadataEvent("process_sort_index", kDevicePidBase + t.device, 0, "sort_index",
+                                  std::to_string(1 + t.device));
+  }
+  if (!announced_streams_.count({t.device, t.stream})) {
+    std::string name = t.stream >= 1000 && !t.comm_group.empty() ? t.comm_group : "stream " + std::to_string(t.stream);
+    std::string json;
+    appendJsonString(json, name);
+    if (!meta.empty()) meta += ",\n";
+    meta += metadataEvent("thread_name", kDevicePidBase + t.device, t.stream, "name", json);
+  }
+  bool new_part;
+  RETURN_IF_ERROR(makeRoom(part_.cost(s.size() + meta.size() + 2), &new_part));
+  if (new_part) return emitRealTask(t);  // the new part names the device and stream again
+  if (!meta.empty()) {
+    RETURN_IF_ERROR(part_.event(meta));
+    announced_devices_.insert(t.device);
+    announced_streams_.insert({t.device, t.stream});
+  }
+  ++summary_.device_events;
+  return part_.event(s);
 }
 
 std::string ChromeTraceExporter::deviceMetadata(int32_t device) {
@@ -492,13 +592,17 @@ std::string ChromeTraceExporter::deviceMetadata(int32_t device) {
 
 Status ChromeTraceExporter::openPart() {
   const std::string path = chromeTracePartPath(out_path_, part_index_);
-  footer_ = "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":\"npuscope\",\"run_id\":" +
+  // Kineto's key: the Unix time (ns) of ts 0, so importers place the trace on the wall clock.
+  footer_ = "\n],\"displayTimeUnit\":\"ms\",\"baseTimeNanoseconds\":" +
+            std::to_string(run_.wall_start_ns + (base_ - run_.started_ns)) +
+            ",\"otherData\":{\"generator\":\"npuscope\",\"run_id\":" +
             std::to_string(run_.id) + ",\"part\":" + std::to_string(part_index_) + ",\"base_ns\":" +
             std::to_string(base_) + "}}\n";
   RETURN_IF_ERROR(part_.open(path, "{\"traceEvents\":[\n"));
   summary_.files.push_back(path);
   announced_devices_.clear();
   pending_device_metadata_.clear();
+  announced_streams_.clear();
   return part_.event(host_metadata_);
 }
 
@@ -754,6 +858,7 @@ StatusOr<ChromeTraceSummary> ChromeTraceExporter::run() {
     if (counter_pos < steps_.size() && steps_[counter_pos].start_ns < best) {
       best = steps_[counter_pos].start_ns, source = -3;
     }
+    if (!real_done_ && real_tasks_[real_pos_].start_ns < best) best = real_tasks_[real_pos_].start_ns, source = -4;
     if (source == -1) break;
     if (source >= 0) {
       HostTrack& track = *tracks_[static_cast<size_t>(source)];
@@ -763,10 +868,14 @@ StatusOr<ChromeTraceSummary> ChromeTraceExporter::run() {
     } else if (source == -2) {
       RETURN_IF_ERROR(emitMemory(mem));
       has_mem = memory->next(&mem);
+    } else if (source == -4) {
+      RETURN_IF_ERROR(emitRealTask(real_tasks_[real_pos_]));
+      nextRealTask();
     } else {
       RETURN_IF_ERROR(emitStepCounters(steps_[counter_pos++]));
     }
   }
+  RETURN_IF_ERROR(real_status_);
   for (const auto& t : tracks_) RETURN_IF_ERROR(t->status());
   if (memory) RETURN_IF_ERROR(memory->status());
   RETURN_IF_ERROR(closePart());

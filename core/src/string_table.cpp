@@ -29,4 +29,10 @@ uint32_t StringTable::size() const {
   return static_cast<uint32_t>(strings_.size());
 }
 
+std::string StringTable::value(uint32_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id == 0 || id > strings_.size()) return {};
+  return strings_[id - 1];
+}
+
 }  // namespace npuscope

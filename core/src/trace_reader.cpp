@@ -77,7 +77,7 @@ StatusOr<int64_t> scalarInt(sqlite3* db, sqlite3_stmt* st, int64_t none, const c
 
 const char kRunColumns[] =
     "id, started_ns, ended_ns, wall_start_ns, status, command, model, opt_level, optimizer, device, config_json,"
-    " results_json, dropped_records";
+    " results_json, dropped_records, source, source_path, rank, world_size";
 
 RunRow readRun(sqlite3_stmt* st) {
   RunRow r;
@@ -94,6 +94,10 @@ RunRow readRun(sqlite3_stmt* st) {
   r.config_json = colText(st, 10);
   r.results_json = colText(st, 11);
   r.dropped_records = colInt(st, 12, 0);
+  r.source = colText(st, 13);
+  r.source_path = colText(st, 14);
+  r.rank = colInt(st, 15, -1);
+  r.world_size = colInt(st, 16, -1);
   return r;
 }
 
@@ -898,9 +902,116 @@ StatusOr<std::vector<OverflowEventRow>> TraceReader::overflowEvents(int64_t run_
   return out;
 }
 
+StatusOr<int64_t> TraceReader::deviceTaskCount(int64_t run_id) {
+  ASSIGN_OR_RETURN(sqlite3_stmt * st, cached("task_count", "SELECT count(*) FROM device_tasks WHERE run_id=?1"));
+  sqlite3_bind_int64(st, 1, run_id);
+  return scalarInt(db_.get(), st, 0, "counting device tasks");
+}
+
+StatusOr<std::vector<DeviceTaskRow>> TraceReader::deviceTasks(int64_t run_id, const TimeWindow& window, size_t limit) {
+  ASSIGN_OR_RETURN(sqlite3_stmt * st,
+                   cached("tasks",
+                          "SELECT t.id, t.step, t.op_id, t.device, t.stream, n.value, y.value, t.start_ns, t.dur_ns,"
+                          " t.correlation, s.value, t.bytes, t.comm_group FROM device_tasks t"
+                          " JOIN strings n ON n.id = t.name_id JOIN strings y ON y.id = t.type_id"
+                          " LEFT JOIN strings s ON s.id = t.shapes_id"
+                          " WHERE t.run_id=?1 AND t.start_ns >= ?2 AND t.start_ns < ?3 ORDER BY t.start_ns, t.id"
+                          " LIMIT ?4"));
+  StmtUse use(st);
+  sqlite3_bind_int64(st, 1, run_id);
+  sqlite3_bind_int64(st, 2, window.begin_ns);
+  sqlite3_bind_int64(st, 3, window.end_ns);
+  sqlite3_bind_int64(st, 4, limit == 0 ? -1 : static_cast<int64_t>(limit));
+  std::vector<DeviceTaskRow> out;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    DeviceTaskRow t;
+    t.id = sqlite3_column_int64(st, 0);
+    t.step = colInt(st, 1);
+    t.op_id = colInt(st, 2);
+    t.device = sqlite3_column_int(st, 3);
+    t.stream = sqlite3_column_int(st, 4);
+    t.name = colText(st, 5);
+    t.type = colText(st, 6);
+    t.start_ns = sqlite3_column_int64(st, 7);
+    t.dur_ns = sqlite3_column_int64(st, 8);
+    t.correlation = colInt(st, 9);
+    t.input_shapes = colText(st, 10);
+    t.bytes = colInt(st, 11);
+    t.comm_group = colText(st, 12);
+    out.push_back(std::move(t));
+  }
+  if (rc != SQLITE_DONE) return stepError(db_.get(), "reading device tasks");
+  return out;
+}
+
+StatusOr<std::vector<DeviceTaskAggregate>> TraceReader::deviceTaskAggregates(int64_t run_id, bool by_type) {
+  const std::string key = by_type ? "y.value" : "n.value";
+  ASSIGN_OR_RETURN(sqlite3_stmt * st,
+                   cached(by_type ? "task_agg_type" : "task_agg_name",
+                          "SELECT " + key + ", min(y.value), count(*), sum(t.dur_ns), min(t.dur_ns), max(t.dur_ns)"
+                          " FROM device_tasks t JOIN strings n ON n.id = t.name_id JOIN strings y ON y.id = t.type_id"
+                          " WHERE t.run_id=?1 GROUP BY " + key + " ORDER BY 4 DESC, 1"));
+  StmtUse use(st);
+  sqlite3_bind_int64(st, 1, run_id);
+  std::vector<DeviceTaskAggregate> out;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    DeviceTaskAggregate a;
+    a.name = colText(st, 0);
+    a.type = colText(st, 1);
+    a.calls = sqlite3_column_int64(st, 2);
+    a.total_ns = sqlite3_column_int64(st, 3);
+    a.min_ns = sqlite3_column_int64(st, 4);
+    a.max_ns = sqlite3_column_int64(st, 5);
+    out.push_back(std::move(a));
+  }
+  if (rc != SQLITE_DONE) return stepError(db_.get(), "reading device tasks");
+  return out;
+}
+
+// Per step, a run's real device tasks: busy time as the union of task intervals on each device
+// (a CUDA stream waiting on an event, cuda_sync, is not busy).
+StatusOr<std::vector<StepDeviceTime>> TraceReader::stepTaskTimes(int64_t run_id) {
+  ASSIGN_OR_RETURN(sqlite3_stmt * st,
+                   cached("step_tasks",
+                          "SELECT step, device, start_ns, dur_ns FROM device_tasks WHERE run_id=?1 AND step IS NOT NULL"
+                          " AND type_id NOT IN (SELECT id FROM strings WHERE value = 'cuda_sync')"
+                          " ORDER BY step, device, start_ns"));
+  StmtUse use(st);
+  sqlite3_bind_int64(st, 1, run_id);
+  std::vector<StepDeviceTime> out;
+  int64_t device = -1, covered_to = INT64_MIN;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const int64_t step = sqlite3_column_int64(st, 0), dev = sqlite3_column_int64(st, 1);
+    const int64_t start = sqlite3_column_int64(st, 2), end = start + sqlite3_column_int64(st, 3);
+    if (out.empty() || out.back().step != step) {
+      out.emplace_back();
+      out.back().step = step;
+      device = -1;
+    }
+    StepDeviceTime& t = out.back();
+    if (dev != device) {
+      device = dev;
+      covered_to = INT64_MIN;
+    }
+    ++t.device_ops;
+    if (end > covered_to) {
+      t.device_busy_ns += end - std::max(start, covered_to);
+      covered_to = end;
+    }
+    t.device_first_ns = t.device_first_ns < 0 ? start : std::min(t.device_first_ns, start);
+    t.device_last_ns = std::max(t.device_last_ns, end);
+  }
+  if (rc != SQLITE_DONE) return stepError(db_.get(), "reading device tasks per step");
+  return out;
+}
+
 StatusOr<std::vector<StepDeviceTime>> TraceReader::stepDeviceTimes(int64_t run_id) {
   SnapshotScope snap(this);
   RETURN_IF_ERROR(snap.status());
+  ASSIGN_OR_RETURN(const int64_t tasks, deviceTaskCount(run_id));
   BlockFilter f;
   f.run_id = run_id;
   f.steps = StepRange{};  // every step, no op outside one
@@ -944,6 +1055,19 @@ StatusOr<std::vector<StepDeviceTime>> TraceReader::stepDeviceTimes(int64_t run_i
         m.device_first_ns = m.device_first_ns < 0 ? t.device_first_ns : std::min(m.device_first_ns, t.device_first_ns);
       }
       m.device_last_ns = std::max(m.device_last_ns, t.device_last_ns);
+    }
+  }
+  if (tasks > 0) {
+    // The real device lane: busy time from the tasks, op counts from the host ops.
+    ASSIGN_OR_RETURN(std::vector<StepDeviceTime> real, stepTaskTimes(run_id));
+    for (auto& [step, m] : merged) m.device_ops = m.device_busy_ns = 0, m.device_first_ns = m.device_last_ns = -1;
+    for (const StepDeviceTime& t : real) {
+      StepDeviceTime& m = merged.try_emplace(t.step).first->second;
+      m.step = t.step;
+      m.device_ops = t.device_ops;
+      m.device_busy_ns = t.device_busy_ns;
+      m.device_first_ns = t.device_first_ns;
+      m.device_last_ns = t.device_last_ns;
     }
   }
   std::vector<StepDeviceTime> out;
@@ -1082,7 +1206,8 @@ StatusOr<int64_t> TraceReader::earliestTime(int64_t run_id) {
                    cached("earliest_others",
                           "SELECT min(coalesce((SELECT min(start_ns) FROM steps WHERE run_id=?1), ?2),"
                           " coalesce((SELECT min(ts_ns) FROM memory WHERE run_id=?1), ?2),"
-                          " coalesce((SELECT min(ts_ns) FROM overflow_events WHERE run_id=?1), ?2))"));
+                          " coalesce((SELECT min(ts_ns) FROM overflow_events WHERE run_id=?1), ?2),"
+                          " coalesce((SELECT min(start_ns) FROM device_tasks WHERE run_id=?1), ?2))"));
   sqlite3_bind_int64(others, 1, run_id);
   sqlite3_bind_int64(others, 2, kMaxTime);
   ASSIGN_OR_RETURN(int64_t o, scalarInt(db_.get(), others, kMaxTime, "reading the run's start"));

@@ -79,6 +79,15 @@ void bindOptionalInt(sqlite3_stmt* st, int col, int64_t v, int64_t none) {
   }
 }
 
+// The file's id of a process string id (0: none, bound as NULL).
+void bindStringId(sqlite3_stmt* st, int col, const std::vector<int64_t>& file_ids, uint32_t id) {
+  if (id == 0 || id > file_ids.size()) {
+    sqlite3_bind_null(st, col);
+  } else {
+    sqlite3_bind_int64(st, col, file_ids[id - 1]);
+  }
+}
+
 void bindText(sqlite3_stmt* st, int col, const std::string& s) {
   if (s.empty()) {
     sqlite3_bind_null(st, col);
@@ -244,11 +253,14 @@ Status TraceWriter::prepareStatements() {
   ASSIGN_OR_RETURN(insert_dump_, prepare(db,
       "INSERT INTO tensor_dumps(run_id, step, op_id, op_name, op_type, io, idx, dtype, shape, format, min, max, mean,"
       " l2norm, nan_count, inf_count, data, data_ref) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(insert_task_, prepare(db,
+      "INSERT INTO device_tasks(run_id, step, op_id, device, stream, name_id, type_id, start_ns, dur_ns, correlation,"
+      " shapes_id, bytes, comm_group) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(insert_string_, prepare(db,
       "INSERT INTO strings(value) VALUES (?) ON CONFLICT(value) DO UPDATE SET value=excluded.value RETURNING id"));
   ASSIGN_OR_RETURN(insert_run_, prepare(db,
       "INSERT INTO runs(started_ns, wall_start_ns, status, command, model, opt_level, optimizer, device, config_json,"
-      " pid, host) VALUES (?,?,'running',?,?,?,?,?,?,?,?)"));
+      " pid, host, source, source_path, rank, world_size) VALUES (?,?,'running',?,?,?,?,?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(end_run_, prepare(db,
       "UPDATE runs SET ended_ns=?, status=?, results_json=coalesce(?, results_json), dropped_records=? WHERE id=?"));
   ASSIGN_OR_RETURN(begin_, prepare(db, "BEGIN"));
@@ -379,8 +391,8 @@ StatusOr<int64_t> TraceWriter::beginRun(const RunInfo& info) {
   return run_id_.load();
 }
 
-Status TraceWriter::endRun(const std::string& status, const std::string& results_json) {
-  return enqueueAndWait(EndCmd{status, results_json});
+Status TraceWriter::endRun(const std::string& status, const std::string& results_json, int64_t ended_ns) {
+  return enqueueAndWait(EndCmd{status, results_json, ended_ns});
 }
 
 std::string TraceWriter::path() const {
@@ -411,13 +423,7 @@ Status TraceWriter::writeNewStrings() {
 
 Status TraceWriter::writeOps(const OpBuffer& b) {
   RETURN_IF_ERROR(writeNewStrings());
-  auto fileId = [&](uint32_t id, sqlite3_stmt* st, int col) {
-    if (id == 0 || id > string_ids_.size()) {
-      sqlite3_bind_null(st, col);
-    } else {
-      sqlite3_bind_int64(st, col, string_ids_[id - 1]);
-    }
-  };
+  auto fileId = [&](uint32_t id, sqlite3_stmt* st, int col) { bindStringId(st, col, string_ids_, id); };
   // Rows go in in id order: a buffer holds its ops in the order they ended (children before
   // parents); id order appends to the table's B-tree instead of splitting pages in its middle.
   op_order_.resize(b.size);
@@ -577,6 +583,12 @@ Status TraceWriter::write(Item& item) {
     for (const TensorDumpRecord& d : *dumps) RETURN_IF_ERROR(writeTensorDump(d));
     return Status::ok();
   }
+  if (auto* tasks = std::get_if<std::vector<DeviceTaskRecord>>(&item)) {
+    if (run < 0) return failedPrecondition("device tasks before beginRun");
+    RETURN_IF_ERROR(writeNewStrings());
+    for (const DeviceTaskRecord& t : *tasks) RETURN_IF_ERROR(writeDeviceTask(t));
+    return Status::ok();
+  }
   if (auto* b = std::get_if<BeginCmd>(&item)) {
     sqlite3_stmt* st = insert_run_.get();
     sqlite3_bind_int64(st, 1, b->info.started_ns);
@@ -589,6 +601,10 @@ Status TraceWriter::write(Item& item) {
     bindText(st, 8, b->info.config_json);
     sqlite3_bind_int64(st, 9, static_cast<int64_t>(::getpid()));
     bindText(st, 10, hostName());
+    bindText(st, 11, b->info.source);
+    bindText(st, 12, b->info.source_path);
+    bindOptionalInt(st, 13, b->info.rank, -1);
+    bindOptionalInt(st, 14, b->info.world_size, -1);
     RETURN_IF_ERROR(stepStatement(db, st));
     run_id_.store(sqlite3_last_insert_rowid(db));
     // Producers number ops from 1 in every process; a run added to a file that already holds
@@ -602,7 +618,7 @@ Status TraceWriter::write(Item& item) {
   if (auto* e = std::get_if<EndCmd>(&item)) {
     if (!failure_.empty()) return Status::ok();  // the run stays failed with its reason
     sqlite3_stmt* st = end_run_.get();
-    sqlite3_bind_int64(st, 1, nowNs());
+    sqlite3_bind_int64(st, 1, e->ended_ns < 0 ? nowNs() : e->ended_ns);
     sqlite3_bind_text(st, 2, e->status.data(), static_cast<int>(e->status.size()), SQLITE_TRANSIENT);
     bindText(st, 3, e->results);
     sqlite3_bind_int64(st, 4, static_cast<int64_t>(dropped_.load()));
@@ -624,6 +640,31 @@ Status TraceWriter::writeMemory(const MemoryRecord& m) {
   sqlite3_stmt* st = insert_memory_.get();
   bindMemory(st, 0, m);
   return stepStatement(db_.get(), st);
+}
+
+Status TraceWriter::writeDeviceTask(const DeviceTaskRecord& t) {
+  sqlite3_stmt* st = insert_task_.get();
+  auto fileId = [&](uint32_t id, int col) { bindStringId(st, col, string_ids_, id); };
+  if (t.name_id == 0 || t.type_id == 0) return invalidArgument("a device task needs a name and a type");
+  sqlite3_bind_int64(st, 1, run_id_.load());
+  bindOptionalInt(st, 2, t.step, -1);
+  bindOptionalInt(st, 3, t.op_id < 0 ? -1 : t.op_id + id_offset_, -1);
+  sqlite3_bind_int(st, 4, t.device);
+  sqlite3_bind_int(st, 5, t.stream);
+  fileId(t.name_id, 6);
+  fileId(t.type_id, 7);
+  sqlite3_bind_int64(st, 8, t.start_ns);
+  sqlite3_bind_int64(st, 9, t.dur_ns);
+  bindOptionalInt(st, 10, t.correlation, -1);
+  fileId(t.shapes_id, 11);
+  bindOptionalInt(st, 12, t.bytes, -1);
+  bindText(st, 13, t.comm_group);
+  return stepStatement(db_.get(), st);
+}
+
+void TraceWriter::addDeviceTasks(std::vector<DeviceTaskRecord>&& batch) {
+  if (batch.empty()) return;
+  enqueue(std::move(batch));
 }
 
 Status TraceWriter::writeTensorDump(const TensorDumpRecord& d) {

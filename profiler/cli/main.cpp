@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "cli/fail.h"
+#include "cli/import_command.h"
 #include "cli/ops_command.h"
 #include "cli/report.h"
 #include "cli/run_command.h"
@@ -148,11 +149,22 @@ int main(int argc, char** argv) {
   run_cmd->footer("Example: npuscope run --db run.db -- train.py --epochs 1\n"
                   "The script runs with /usr/bin/python3 (NPUSCOPE_PYTHON overrides) and keeps its exit status.");
 
+  npuscope::cli::ImportOptions imp;
+  auto* import_cmd = app.add_subcommand(
+      "import", "Read a trace another profiler wrote (Kineto / torch.profiler JSON, torch_npu) into a trace file");
+  import_cmd->add_option("path", imp.path,
+                         "A *.json or *.json.gz trace, a torch_npu *_ascend_pt folder (or its ASCEND_PROFILER_OUTPUT), "
+                         "or a folder of ranks")
+      ->required();
+  import_cmd->add_option("--db", imp.db, "Trace file to add the runs to (default: NAME.npuscope.db here)");
+  import_cmd->add_flag("-q,--quiet", imp.quiet, "No progress");
+
   int exit_code = 0;  // set by the dump / compare callbacks
   npuscope::dumper::addDumpCommands(app, exit_code);
 
   CLI11_PARSE(app, argc, argv);
 
+  if (import_cmd->parsed()) return npuscope::cli::runImport(imp);
   if (run_cmd->parsed()) {
     run.report = !run_no_report;
     return npuscope::cli::runScript(run);

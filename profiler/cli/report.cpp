@@ -99,6 +99,13 @@ void printRunHeader(const RunRow& run) {
   std::printf("  %s  started %s", run.status.c_str(), wallTime(run.wall_start_ns).c_str());
   if (run.ended_ns) std::printf("  %.1f s", secs);
   std::printf("\n");
+  if (run.imported()) {
+    std::printf("imported from %s: %s", run.source.c_str(), run.source_path.c_str());
+    if (run.rank >= 0) std::printf("  (rank %lld", static_cast<long long>(run.rank));
+    if (run.rank >= 0 && run.world_size > 0) std::printf(" of %lld", static_cast<long long>(run.world_size));
+    if (run.rank >= 0) std::printf(")");
+    std::printf("\n");
+  }
   if (!run.results_json.empty()) std::printf("results: %s\n", run.results_json.c_str());
   if (run.dropped_records > 0) {
     std::printf("warning: %lld op records were dropped while recording (the writer fell behind)\n",
@@ -129,7 +136,7 @@ void printOpTable(const OpAggregateTable& t, bool shapes) {
   std::printf("\n");
 }
 
-void printSteps(const StepSummary& s) {
+void printSteps(const StepSummary& s, bool real_device) {
   std::printf("\nSteps: %lld recorded\n", static_cast<long long>(s.recorded));
   if (s.recorded == 0) return;
   double mean = 0;
@@ -141,8 +148,8 @@ void printSteps(const StepSummary& s) {
               formatDuration(*std::max_element(s.durations.begin(), s.durations.end())).c_str());
   if (s.host_ns > 0) {
     const double busy = static_cast<double>(s.device_busy_ns) / static_cast<double>(s.host_ns);
-    std::printf("  device (model) busy %s of %s host step time: %.1f%% busy, %.1f%% idle%s\n",
-                formatDuration(s.device_busy_ns).c_str(), formatDuration(s.host_ns).c_str(), 100 * busy,
+    std::printf("  device (%s) busy %s of %s host step time: %.1f%% busy, %.1f%% idle%s\n",
+                real_device ? "real" : "model", formatDuration(s.device_busy_ns).c_str(), formatDuration(s.host_ns).c_str(), 100 * busy,
                 100 * (1 - busy), busy < 0.5 ? " (host-bound: the device waits for the host)" : "");
   }
   if (s.first_loss) std::printf("  loss           %.4f -> %.4f\n", *s.first_loss, *s.last_loss);
@@ -159,6 +166,31 @@ void printSteps(const StepSummary& s) {
   }
   std::printf("  overflow steps %lld, skipped steps %lld\n", static_cast<long long>(s.overflow_steps),
               static_cast<long long>(s.skipped_steps));
+}
+
+// The real device's tasks of an imported run, by total time.
+void printDeviceTasks(const std::vector<DeviceTaskAggregate>& tasks, int64_t top) {
+  int64_t total = 0, calls = 0;
+  for (const DeviceTaskAggregate& a : tasks) total += a.total_ns, calls += a.calls;
+  const size_t show = top > 0 ? std::min<size_t>(tasks.size(), static_cast<size_t>(top)) : tasks.size();
+  std::printf("\nDevice tasks by total time%s\n\n", show < tasks.size() ? (", top " + std::to_string(show) + " of " +
+                                                                            std::to_string(tasks.size())).c_str() : "");
+  const size_t name_w = 40;
+  std::printf("%-*s  %-16s  %8s  %12s  %12s  %12s  %9s\n", static_cast<int>(name_w), "Name", "Type", "Total %", "Total",
+              "Avg", "Max", "Calls");
+  const std::string rule(name_w + 2 + 16 + 2 + 8 + 2 + 12 + 2 + 12 + 2 + 12 + 2 + 9, '-');
+  std::printf("%s\n", rule.c_str());
+  for (size_t i = 0; i < show; ++i) {
+    const DeviceTaskAggregate& a = tasks[i];
+    std::printf("%-*s  %-16s  %7.2f%%  %12s  %12s  %12s  %9lld\n", static_cast<int>(name_w), fit(a.name, name_w).c_str(),
+                fit(a.type, 16).c_str(), total > 0 ? 100.0 * static_cast<double>(a.total_ns) / static_cast<double>(total) : 0,
+                formatDuration(a.total_ns).c_str(),
+                formatDuration(a.calls ? a.total_ns / a.calls : 0).c_str(), formatDuration(a.max_ns).c_str(),
+                static_cast<long long>(a.calls));
+  }
+  std::printf("%s\n", rule.c_str());
+  std::printf("Device task time total: %s   tasks: %lld in %zu groups\n", formatDuration(total).c_str(),
+              static_cast<long long>(calls), tasks.size());
 }
 
 nlohmann::json opJson(const OpAggregate& r, bool shapes) {
@@ -204,7 +236,8 @@ int runReport(const ReportOptions& o) {
   auto device = r.stepDeviceTimes(run->id);
   auto overflows = r.overflowEvents(run->id);
   auto peaks = r.memoryPeaks(run->id);
-  for (const Status& s : {steps.status(), device.status(), overflows.status(), peaks.status()}) {
+  auto tasks = r.deviceTaskAggregates(run->id);
+  for (const Status& s : {steps.status(), device.status(), overflows.status(), peaks.status(), tasks.status()}) {
     if (!s.isOk()) return fail(s.message());
   }
   (void)r.endSnapshot();
@@ -223,6 +256,18 @@ int runReport(const ReportOptions& o) {
                 {"started_ns", run->started_ns},
                 {"wall_start_ns", run->wall_start_ns},
                 {"dropped_records", run->dropped_records}};
+    if (run->imported()) {
+      j["run"]["source"] = run->source;
+      j["run"]["source_path"] = run->source_path;
+      if (run->rank >= 0) j["run"]["rank"] = run->rank;
+      if (run->world_size > 0) j["run"]["world_size"] = run->world_size;
+    }
+    j["device_tasks"] = nlohmann::json::array();
+    for (const DeviceTaskAggregate& a : *tasks) {
+      j["device_tasks"].push_back({{"name", a.name}, {"type", a.type}, {"calls", a.calls}, {"total_ns", a.total_ns},
+                                   {"min_ns", a.min_ns}, {"max_ns", a.max_ns}});
+    }
+    j["steps_device"] = run->imported() ? "real" : "model";
     if (run->ended_ns) j["run"]["ended_ns"] = *run->ended_ns;
     for (const char* key : {"config", "results"}) {
       const std::string& text = std::string(key) == "config" ? run->config_json : run->results_json;
@@ -275,7 +320,8 @@ int runReport(const ReportOptions& o) {
     std::printf("\n");
     printOpTable(*table, o.group_by_shape);
   }
-  printSteps(summary);
+  if (!tasks->empty()) printDeviceTasks(*tasks, o.top);
+  printSteps(summary, run->imported());
   std::printf("\nOverflow events: %zu\n", overflows->size());
   const size_t show = std::min<size_t>(overflows->size(), 20);
   for (size_t i = 0; i < show; ++i) {

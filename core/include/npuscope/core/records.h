@@ -87,10 +87,30 @@ struct TensorDumpRecord {
   uint64_t same_data_as = 0;
 };
 
+// A task that ran on a real device, read from an imported trace (a GPU kernel or copy, an Ascend
+// AI Core / AI CPU / HCCL task): the `device_tasks` row. Names and types are StringTable ids.
+struct DeviceTaskRecord {
+  int64_t step = -1;         // -1: outside any step
+  int64_t op_id = -1;        // the host op that launched it (an OpRecord id of the run), -1: unknown
+  int64_t start_ns = 0;
+  int64_t dur_ns = 0;
+  int64_t correlation = -1;  // the source's correlation / connection id, -1: none
+  int64_t bytes = -1;        // bytes moved (copies, collectives) when the source gives them
+  int32_t device = 0;
+  int32_t stream = 0;
+  uint32_t name_id = 0;
+  uint32_t type_id = 0;      // e.g. kernel, gpu_memcpy, AI_CORE, AI_VECTOR_CORE, HCCL
+  uint32_t shapes_id = 0;    // 0: none
+  std::string comm_group;    // a collective's group, empty: none
+};
+
 struct RunInfo {
   int64_t started_ns = 0;
   int64_t wall_start_ns = 0;
   std::string command, model, opt_level, optimizer, device, config_json;
+  // Imported runs (schema 5): the format and path they came from, and the rank of a job.
+  std::string source, source_path;
+  int64_t rank = -1, world_size = -1;  // -1: unknown
 };
 
 }  // namespace npuscope

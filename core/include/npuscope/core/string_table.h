@@ -19,6 +19,8 @@ class StringTable {
   uint32_t intern(std::string_view s);
   // Strings with ids in [from, from + result.size()), for writers catching up.
   std::vector<std::string> since(uint32_t from) const;
+  // The string of `id` ("" for 0 or an unknown id).
+  std::string value(uint32_t id) const;
   uint32_t size() const;
 
  private:

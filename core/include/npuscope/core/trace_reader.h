@@ -48,6 +48,11 @@ struct RunRow {
   std::string status;               // running | completed | failed
   std::string command, model, opt_level, optimizer, device, config_json, results_json;
   int64_t dropped_records = 0;
+  // Imported runs (schema 5): the importer's format (`kineto`, `torch_npu`), the source file or
+  // folder; empty for runs npuscope recorded. Rank and world size of a job's run, -1: unknown.
+  std::string source, source_path;
+  int64_t rank = -1, world_size = -1;
+  bool imported() const { return !source.empty(); }
 };
 
 // One thread of a run, with what a timeline needs to label and order its track.
@@ -184,10 +189,34 @@ struct TensorDumpData {
 
 // Per step: how busy the modeled device was (sum of its ops' modeled durations) and the span of
 // its stream, for host-bound / device-bound analysis.
+// A real device task of an imported run (`device_tasks`).
+struct DeviceTaskRow {
+  int64_t id = 0;
+  int64_t step = -1;         // -1: none
+  int64_t op_id = -1;        // the launching host op, -1: unknown
+  int32_t device = 0;
+  int32_t stream = 0;
+  std::string name, type;
+  int64_t start_ns = 0;
+  int64_t dur_ns = 0;
+  int64_t correlation = -1;
+  std::string input_shapes;  // "" when the source gives none
+  int64_t bytes = -1;
+  std::string comm_group;
+};
+
+// Device tasks summed by name (or type).
+struct DeviceTaskAggregate {
+  std::string name;
+  std::string type;  // the type of the group's tasks (by name: the first seen)
+  int64_t calls = 0;
+  int64_t total_ns = 0, min_ns = 0, max_ns = 0;
+};
+
 struct StepDeviceTime {
   int64_t step = 0;
   int64_t ops = 0;               // ops of the step (any thread)
-  int64_t device_ops = 0;        // ops with a modeled device duration
+  int64_t device_ops = 0;        // ops with a modeled device duration (imported runs: device tasks)
   int64_t device_busy_ns = 0;    // sum of modeled device durations
   int64_t device_first_ns = -1;  // earliest modeled stream start, -1: none
   int64_t device_last_ns = -1;   // latest modeled stream end, -1: none
@@ -237,15 +266,23 @@ class TraceReader {
 
   StatusOr<std::vector<StepRow>> steps(int64_t run_id, const std::optional<StepRange>& range = std::nullopt);
   StatusOr<std::vector<OverflowEventRow>> overflowEvents(int64_t run_id);
-  // One row per step that holds ops, in step order.
+  // One row per step that holds ops, in step order. A run with real device tasks (imported)
+  // reads them: busy time is the union of its tasks' intervals on each device, summed over
+  // devices; otherwise the modeled device columns of its ops are summed.
   StatusOr<std::vector<StepDeviceTime>> stepDeviceTimes(int64_t run_id);
+
+  // Real device tasks of a run (imported traces) starting in `window`, in start order.
+  StatusOr<std::vector<DeviceTaskRow>> deviceTasks(int64_t run_id, const TimeWindow& window = {}, size_t limit = 0);
+  StatusOr<int64_t> deviceTaskCount(int64_t run_id);
+  // Device tasks grouped by name (by_type: by type), by total time, longest first.
+  StatusOr<std::vector<DeviceTaskAggregate>> deviceTaskAggregates(int64_t run_id, bool by_type = false);
   // Peak allocated / reserved memory per device, in device order.
   StatusOr<std::vector<MemoryPeak>> memoryPeaks(int64_t run_id);
 
   StatusOr<std::vector<MemorySample>> memory(const MemoryQuery& query);
   // Streams memory samples of a run in time order.
   StatusOr<MemoryCursor> openMemoryCursor(int64_t run_id, const TimeWindow& window);
-  // Earliest time stamp of the run's ops, steps and memory samples (and its started_ns).
+  // Earliest time stamp of the run's ops, steps, memory samples and device tasks (and its started_ns).
   StatusOr<int64_t> earliestTime(int64_t run_id);
 
   StatusOr<std::vector<TensorDumpInfo>> tensorDumps(int64_t run_id);
@@ -271,6 +308,7 @@ class TraceReader {
   StatusOr<std::vector<OpIdRange>> opRanges(const BlockFilter& filter);
   StatusOr<std::optional<OpIdRange>> unblockedOps();
   StatusOr<int64_t> maxOpId();
+  StatusOr<std::vector<StepDeviceTime>> stepTaskTimes(int64_t run_id);
   StatusOr<sqlite3_stmt*> cached(const char* key, const std::string& sql);
   Status loadStrings();
 

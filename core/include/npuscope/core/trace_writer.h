@@ -49,7 +49,8 @@ class TraceWriter {
   StatusOr<int64_t> beginRun(const RunInfo& info);
   // Marks the current run ended with `status` (completed / failed) and optional results JSON,
   // after everything queued before it; waits for the commit.
-  Status endRun(const std::string& status, const std::string& results_json = "");
+  // `ended_ns` < 0: now (an imported run gives the end of its trace).
+  Status endRun(const std::string& status, const std::string& results_json = "", int64_t ended_ns = -1);
 
   // Producer side. Never blocks on SQLite. A buffer that does not fit in the queue is counted
   // as dropped and comes back to the caller empty (return false).
@@ -70,6 +71,8 @@ class TraceWriter {
   // max_queued_dump_bytes of stored payload are queued, so a dump cannot outgrow memory; dump
   // records are never dropped.
   void addTensorDumps(std::vector<TensorDumpRecord>&& batch);
+  // Device tasks of an imported trace; their op ids are those of the run's op records.
+  void addDeviceTasks(std::vector<DeviceTaskRecord>&& batch);
 
   // Waits until everything queued so far is committed.
   Status flush();
@@ -88,10 +91,12 @@ class TraceWriter {
   };
   struct EndCmd {
     std::string status, results;
+    int64_t ended_ns = -1;
   };
   struct FlushCmd {};
   using Item = std::variant<std::unique_ptr<OpBuffer>, StepRecord, OverflowRecord, MemoryRecord,
-                            std::vector<MemoryRecord>, std::vector<TensorDumpRecord>, BeginCmd, EndCmd, FlushCmd>;
+                            std::vector<MemoryRecord>, std::vector<TensorDumpRecord>,
+                            std::vector<DeviceTaskRecord>, BeginCmd, EndCmd, FlushCmd>;
 
   TraceWriter(ScopedDb db, Options options);
   Status prepareStatements();
@@ -108,6 +113,7 @@ class TraceWriter {
   Status writeMemory(const MemoryRecord& m);
   void bindMemory(sqlite3_stmt* st, int first, const MemoryRecord& m);  // parameters first+1..first+5
   Status writeTensorDump(const TensorDumpRecord& d);
+  Status writeDeviceTask(const DeviceTaskRecord& t);
   Status commit();
   // The checkpointer: copies committed WAL pages into the database on its own connection and
   // thread, so the writer's commits never wait for a checkpoint and its fsyncs.
@@ -119,7 +125,7 @@ class TraceWriter {
   Options options_;
   static constexpr size_t kOpsPerInsert = 32;  // rows per multi-row INSERT of ops
   static constexpr size_t kMemoryPerInsert = 32;  // and of memory samples
-  ScopedStmt insert_op_, insert_ops_, insert_block_, insert_step_, insert_overflow_, insert_memory_, insert_memories_, insert_dump_, insert_string_, insert_run_,
+  ScopedStmt insert_op_, insert_ops_, insert_block_, insert_step_, insert_overflow_, insert_memory_, insert_memories_, insert_dump_, insert_task_, insert_string_, insert_run_,
       end_run_, begin_, commit_;
 
   // After the first write error (writer thread only): the reason the run failed, whether the

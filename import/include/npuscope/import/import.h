@@ -1,0 +1,44 @@
+// Imports traces that other profilers wrote into an npuscope trace file, one run per rank:
+//   - torch.profiler / Kineto chrome traces (*.json, *.json.gz; current and 2021-era names),
+//   - torch_npu's profiler output (a *_ascend_pt folder or its ASCEND_PROFILER_OUTPUT),
+//   - a folder holding several ranks of either kind (one run per rank, a cluster).
+// Reading streams: JSON in bounded chunks (simdjson), gzip through zlib; only compact event
+// records are held, so memory stays a fraction of the file. docs/import.md has the mapping.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "npuscope/core/status.h"
+
+namespace npuscope::import {
+
+struct Options {
+  // Called now and then with bytes read so far and the total; returning false cancels the
+  // import (nothing of the run being read is written).
+  std::function<bool(int64_t done, int64_t total)> progress;
+};
+
+struct RunSummary {
+  int64_t run_id = -1;
+  std::string source;       // kineto | torch_npu
+  std::string path;         // the file or folder of this rank
+  int64_t rank = -1;
+  int64_t host_ops = 0, device_tasks = 0, linked_tasks = 0, steps = 0, memory_samples = 0;
+  int64_t events = 0;       // events read
+  std::vector<std::string> notes;  // what was skipped, once per kind, with counts
+};
+
+struct Summary {
+  std::vector<RunSummary> runs;
+};
+
+// What PATH is, for messages and the GUI: kineto | torch_npu | cluster; an error when it is none.
+StatusOr<std::string> detectFormat(const std::string& path);
+
+// Imports PATH into the trace file `db` (created when missing). Errors name the file and the place.
+StatusOr<Summary> importPath(const std::string& path, const std::string& db, const Options& options = {});
+
+}  // namespace npuscope::import

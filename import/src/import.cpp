@@ -1,0 +1,263 @@
+#include "npuscope/import/import.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "chrome_parser.h"
+#include "json_stream.h"
+#include "npuscope/core/trace_writer.h"
+#include "text.h"
+#include "trace_model.h"
+
+namespace npuscope::import {
+namespace {
+
+bool isDir(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+bool isFile(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+int64_t fileSize(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+}
+bool endsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+std::string baseName(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const size_t slash = p.find_last_of('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+std::vector<std::string> listDir(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if (n != "." && n != "..") out.push_back(n);
+    }
+    ::closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+std::string join(const std::string& dir, const std::string& name) {
+  return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+StatusOr<std::string> readText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ioError(path + ": cannot read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool isTraceJson(const std::string& name) {
+  return endsWith(name, ".json") || endsWith(name, ".json.gz") || endsWith(name, ".gz");
+}
+
+// A torch_npu profiler folder: the *_ascend_pt root (its ASCEND_PROFILER_OUTPUT holds the
+// parsed results), or the ASCEND_PROFILER_OUTPUT folder itself.
+struct AscendFolder {
+  std::string root, output;
+};
+std::optional<AscendFolder> ascendFolder(const std::string& path) {
+  if (!isDir(path)) return std::nullopt;
+  if (isDir(join(path, "ASCEND_PROFILER_OUTPUT"))) return AscendFolder{path, join(path, "ASCEND_PROFILER_OUTPUT")};
+  if (baseName(path) == "ASCEND_PROFILER_OUTPUT" || isFile(join(path, "trace_view.json"))) {
+    std::string parent = path;
+    while (parent.size() > 1 && parent.back() == '/') parent.pop_back();
+    const size_t slash = parent.find_last_of('/');
+    parent = slash == std::string::npos ? "." : parent.substr(0, slash);
+    return AscendFolder{parent, path};
+  }
+  return std::nullopt;
+}
+
+struct RankSource {
+  std::string format;  // kineto | torch_npu
+  std::string path;
+};
+
+StatusOr<std::vector<RankSource>> sourcesOf(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return notFound(path + ": no such file or folder");
+  if (S_ISREG(st.st_mode)) return std::vector<RankSource>{{"kineto", path}};
+  if (ascendFolder(path)) return std::vector<RankSource>{{"torch_npu", path}};
+  std::vector<RankSource> ranks;
+  for (const std::string& n : listDir(path)) {
+    const std::string p = join(path, n);
+    if (ascendFolder(p)) {
+      ranks.push_back({"torch_npu", p});
+    } else if (isFile(p) && isTraceJson(n)) {
+      ranks.push_back({"kineto", p});
+    }
+  }
+  if (ranks.empty()) {
+    return invalidArgument(path + ": no trace in this folder (expected a Kineto *.json[.gz] trace, a torch_npu "
+                           "*_ascend_pt folder, or a folder of them)");
+  }
+  return ranks;
+}
+
+Status readChrome(const std::string& file, TraceModel& model, JsonEventStream& stream,
+                  const JsonEventStream::ProgressFn& progress) {
+  ChromeEventParser parser;
+  return stream.run(
+      file, [&](const char* text, size_t size, int64_t offset) { return parser.parse(text, size, offset, file, model); },
+      progress);
+}
+
+// Kineto's top-level members: rank and world size, the time base, the rest as the run's metadata.
+void applyKinetoMetadata(const std::string& json, TraceModel& model) {
+  const nlohmann::json meta = nlohmann::json::parse(json, nullptr, false);
+  if (!meta.is_object()) return;
+  nlohmann::json kept = meta;
+  kept.erase("traceEvents");
+  if (auto d = meta.find("distributedInfo"); d != meta.end() && d->is_object()) {
+    const int64_t rank = d->value("rank", int64_t{-1});
+    const int64_t world = d->value("world_size", int64_t{-1});
+    model.setRank(rank, world);
+  }
+  if (auto b = meta.find("baseTimeNanoseconds"); b != meta.end() && b->is_number_integer()) {
+    model.setTimeBase(b->get<int64_t>());
+  }
+  model.setMetadata(nlohmann::json{{"source", kept}}.dump());
+}
+
+// torch_npu's memory_record.csv: the PyTorch allocator's rows (Component PTA), in bytes.
+Status readAscendMemory(const std::string& file, TraceModel& model, int32_t* device) {
+  ASSIGN_OR_RETURN(std::string text, readText(file));
+  CsvReader csv(std::move(text));
+  int64_t line = 0;
+  auto header = csv.next(&line);
+  if (!header) return Status::ok();
+  std::map<std::string, size_t> col;
+  for (size_t i = 0; i < header->size(); ++i) col[(*header)[i]] = i;
+  for (const char* need : {"Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)", "Device Type"}) {
+    if (!col.count(need)) return invalidArgument(file + ": line 1: no column '" + need + "'");
+  }
+  const size_t c_comp = col["Component"], c_ts = col["Timestamp(us)"], c_alloc = col["Total Allocated(MB)"],
+               c_res = col["Total Reserved(MB)"], c_dev = col["Device Type"];
+  const size_t need = std::max({c_comp, c_ts, c_alloc, c_res, c_dev}) + 1;
+  while (auto row = csv.next(&line)) {
+    if (row->size() < need) {
+      return invalidArgument(file + ": line " + std::to_string(line) + ": " + std::to_string(row->size()) +
+                             " fields (expected " + std::to_string(header->size()) + ")");
+    }
+    if ((*row)[c_comp] != "PTA") continue;
+    auto ts = microsToNs((*row)[c_ts]);
+    if (!ts) return invalidArgument(file + ": line " + std::to_string(line) + ": bad Timestamp(us) '" + (*row)[c_ts] + "'");
+    auto mb = [&](const std::string& s) -> uint64_t {
+      const double v = std::strtod(s.c_str(), nullptr);
+      return v > 0 ? static_cast<uint64_t>(v * 1024.0 * 1024.0 + 0.5) : 0;
+    };
+    MemoryRecord m;
+    m.ts_ns = *ts;
+    const std::string& dev = (*row)[c_dev];
+    const size_t colon = dev.find(':');
+    m.device = colon == std::string::npos ? 0 : std::atoi(dev.c_str() + colon + 1);
+    *device = m.device;
+    m.allocated = mb((*row)[c_alloc]);
+    m.reserved = mb((*row)[c_res]);
+    model.addMemory(m);
+  }
+  return Status::ok();
+}
+
+Status readAscend(const std::string& path, TraceModel& model, JsonEventStream& stream,
+                  const JsonEventStream::ProgressFn& progress) {
+  const AscendFolder f = *ascendFolder(path);
+  nlohmann::json meta = nlohmann::json::object();
+  for (const std::string& n : listDir(f.root)) {
+    if (n.rfind("profiler_info", 0) == 0 && endsWith(n, ".json")) {
+      ASSIGN_OR_RETURN(std::string text, readText(join(f.root, n)));
+      nlohmann::json info = nlohmann::json::parse(text, nullptr, false);
+      if (info.is_discarded()) return invalidArgument(join(f.root, n) + ": malformed JSON");
+      meta["profiler_info"] = info;
+      if (info.is_object() && info.contains("rank_id") && info["rank_id"].is_number_integer()) {
+        model.setRank(info["rank_id"].get<int64_t>(), -1);
+      }
+    } else if (n == "profiler_metadata.json") {
+      ASSIGN_OR_RETURN(std::string text, readText(join(f.root, n)));
+      nlohmann::json m = nlohmann::json::parse(text, nullptr, false);
+      if (!m.is_discarded()) meta["profiler_metadata"] = m;
+    }
+  }
+  int32_t device = 0;
+  const std::string memory = join(f.output, "memory_record.csv");
+  if (isFile(memory)) RETURN_IF_ERROR(readAscendMemory(memory, model, &device));
+  model.setDefaultDevice(device);
+  const std::string trace = join(f.output, "trace_view.json");
+  if (!isFile(trace)) return invalidArgument(f.output + ": no trace_view.json (export the profile with the text export type)");
+  model.setMetadata(nlohmann::json{{"source", meta}}.dump());
+  return readChrome(trace, model, stream, progress);
+}
+
+}  // namespace
+
+StatusOr<std::string> detectFormat(const std::string& path) {
+  ASSIGN_OR_RETURN(std::vector<RankSource> ranks, sourcesOf(path));
+  if (isDir(path) && !ascendFolder(path)) return std::string("cluster");
+  return ranks.front().format;
+}
+
+StatusOr<Summary> importPath(const std::string& path, const std::string& db, const Options& options) {
+  ASSIGN_OR_RETURN(std::vector<RankSource> ranks, sourcesOf(path));
+  const bool cluster = isDir(path) && !ascendFolder(path);
+  int64_t total = 0, done_before = 0;
+  for (const RankSource& r : ranks) {
+    if (r.format == "kineto") {
+      total += fileSize(r.path);
+    } else {
+      total += fileSize(join(ascendFolder(r.path)->output, "trace_view.json"));
+    }
+  }
+  // Rank by rank: read it whole, then write it as one run; a rank that fails to read leaves
+  // no run behind (and the file is not created when the first one fails).
+  std::unique_ptr<TraceWriter> writer;
+  Summary summary;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const RankSource& r = ranks[i];
+    TraceModel model(r.format, r.path);
+    JsonEventStream stream;
+    int64_t this_file = 0;
+    JsonEventStream::ProgressFn progress = [&](int64_t done, int64_t) {
+      this_file = done;
+      return !options.progress || options.progress(done_before + done, total);
+    };
+    if (r.format == "kineto") {
+      RETURN_IF_ERROR(readChrome(r.path, model, stream, progress));
+      applyKinetoMetadata(stream.metadata(), model);
+    } else {
+      RETURN_IF_ERROR(readAscend(r.path, model, stream, progress));
+    }
+    done_before += this_file;
+    if (cluster) model.setRank(model.rank() < 0 ? static_cast<int64_t>(i) : model.rank(), static_cast<int64_t>(ranks.size()));
+    RETURN_IF_ERROR(model.classify());
+    if (!writer) {
+      ASSIGN_OR_RETURN(writer, TraceWriter::open(db));
+    }
+    RunSummary run;
+    run.events = stream.events();
+    const Status s = model.write(*writer, &run);
+    if (!s.isOk()) {
+      if (run.run_id >= 0) (void)writer->endRun("failed", nlohmann::json{{"error", s.message()}}.dump());
+      return s;
+    }
+    summary.runs.push_back(std::move(run));
+  }
+  RETURN_IF_ERROR(writer->flush());
+  return summary;
+}
+
+}  // namespace npuscope::import

@@ -1,0 +1,35 @@
+// Small text helpers of the importers: time stamps as decimal text, CSV rows as torch_npu writes them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace npuscope::import {
+
+// A time in µs written as decimal text ("1736408883686740.710", 88437691101.749, "12\t", "1e3")
+// to integer ns, exactly for plain decimals (a double would lose the ns of a Unix-epoch time).
+// Quotes and surrounding blanks are ignored; none when the text is not a number.
+std::optional<int64_t> microsToNs(std::string_view text);
+
+// One CSV record: fields split at commas outside double quotes; quotes removed ("" inside a
+// quoted field is one quote, so torch_npu's """32,3""" reads 32,3); a trailing tab or blank of a
+// field is dropped (torch_npu ends time stamps with a tab so spreadsheets keep their digits).
+std::vector<std::string> splitCsvRecord(std::string_view line);
+
+// Reads CSV text record by record (a quoted field may hold line breaks).
+class CsvReader {
+ public:
+  explicit CsvReader(std::string text) : text_(std::move(text)) {}
+  // The next record, none at the end. `line` is its first line number (1-based).
+  std::optional<std::vector<std::string>> next(int64_t* line = nullptr);
+
+ private:
+  std::string text_;
+  size_t at_ = 0;
+  int64_t line_ = 0;
+};
+
+}  // namespace npuscope::import

@@ -1,0 +1,565 @@
+#include "trace_model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "npuscope/core/string_table.h"
+#include "npuscope/core/trace_writer.h"
+
+namespace npuscope::import {
+namespace {
+
+bool oneOf(std::string_view s, std::initializer_list<std::string_view> set) {
+  for (std::string_view x : set) {
+    if (s == x) return true;
+  }
+  return false;
+}
+
+// Host-side categories: operators, annotations, runtime / driver calls, torch_npu's task queue.
+bool hostCategory(std::string_view cat) {
+  return oneOf(cat, {"cpu_op", "user_annotation", "Operator", "cuda_runtime", "cuda_driver", "Runtime",
+                     "privateuse1_runtime", "privateuse1_driver", "enqueue", "dequeue",
+                     "cpu_instant_event", "mtia_runtime", "xpu_runtime", "xpu_driver"});
+}
+
+// Device-side categories of Kineto (and their 2021 names) -> the task type we store.
+std::string_view deviceTaskType(std::string_view cat) {
+  if (cat == "kernel" || cat == "Kernel") return "kernel";
+  if (cat == "gpu_memcpy" || cat == "Memcpy") return "gpu_memcpy";
+  if (cat == "gpu_memset" || cat == "Memset") return "gpu_memset";
+  if (cat == "cuda_sync") return "cuda_sync";  // a stream waiting on an event: on the stream's lane
+  return {};
+}
+
+bool backwardName(std::string_view n) {
+  if (n.rfind("autograd::engine::evaluate_function", 0) == 0) return true;
+  size_t end = n.size();
+  while (end > 0 && n[end - 1] >= '0' && n[end - 1] <= '9') --end;
+  return end >= 8 && n.substr(end - 8, 8) == "Backward";
+}
+
+// "[[2, 3], []]" from Kineto's JSON text, whatever its spacing.
+std::string normalizeDims(std::string_view json) {
+  std::string out;
+  out.reserve(json.size() + 8);
+  for (char c : json) {
+    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+    out += c;
+    if (c == ',') out += ' ';
+  }
+  return out;
+}
+
+// torch_npu's ";\r\n"-separated lists ("32,3,224,224;\r\n;\r\n1") -> entries.
+std::vector<std::string_view> npuList(std::string_view s) {
+  std::vector<std::string_view> out;
+  size_t at = 0;
+  while (at <= s.size()) {
+    size_t semi = s.find(';', at);
+    if (semi == std::string_view::npos) semi = s.size();
+    std::string_view item = s.substr(at, semi - at);
+    while (!item.empty() && (item.front() == '\r' || item.front() == '\n' || item.front() == ' ')) item.remove_prefix(1);
+    out.push_back(item);
+    at = semi + 1;
+  }
+  if (out.size() == 1 && out[0].empty()) out.clear();
+  return out;
+}
+
+std::string npuDims(std::string_view s) {
+  std::string out = "[";
+  bool first = true;
+  for (std::string_view item : npuList(s)) {
+    if (!first) out += ", ";
+    first = false;
+    out += '[';
+    for (size_t i = 0; i < item.size(); ++i) {
+      out += item[i];
+      if (item[i] == ',') out += ' ';
+    }
+    out += ']';
+  }
+  return out + "]";
+}
+
+// Kineto's ["float", "Scalar", ""] or torch_npu's "float;\r\nNone" -> "float, Scalar, ".
+std::string joinTypes(std::string_view s, bool json) {
+  std::string out;
+  if (!json) {
+    bool first = true;
+    for (std::string_view item : npuList(s)) {
+      if (!first) out += ", ";
+      first = false;
+      if (item != "None") out += item;
+    }
+    return out;
+  }
+  bool in_string = false, first = true;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\' && i + 1 < s.size()) {
+        out += s[++i];
+      } else if (c == '"') {
+        in_string = false;
+      } else {
+        out += c;
+      }
+    } else if (c == '"') {
+      if (!first) out += ", ";
+      first = false;
+      in_string = true;
+    }
+  }
+  return out;
+}
+
+int64_t dtypeBytes(std::string_view t) {
+  if (oneOf(t, {"FP32", "INT32", "UINT32", "float32", "int32"})) return 4;
+  if (oneOf(t, {"FP16", "BFP16", "BF16", "INT16", "UINT16", "float16", "bfloat16"})) return 2;
+  if (oneOf(t, {"INT8", "UINT8", "int8", "uint8"})) return 1;
+  if (oneOf(t, {"FP64", "INT64", "UINT64", "float64", "int64"})) return 8;
+  return -1;
+}
+
+}  // namespace
+
+int64_t TraceModel::numericId(std::string_view text) {
+  // Kineto names some lanes with strings ("Spans", "stream 7"): each text gets a negative number.
+  auto [it, fresh] = text_ids_.try_emplace(std::string(text), -static_cast<int64_t>(text_ids_.size()) - 1);
+  return it->second;
+}
+
+void TraceModel::skip(const std::string& what) { ++skipped_[what]; }
+
+uint32_t TraceModel::shapesOf(const EventFields& e) {
+  if (e.input_dims.empty()) return 0;
+  return StringTable::global().intern(e.dims_are_json ? normalizeDims(e.input_dims) : npuDims(e.input_dims));
+}
+
+uint32_t TraceModel::dtypesOf(const EventFields& e) {
+  if (e.input_dims.empty() && e.input_types.empty()) return 0;
+  return StringTable::global().intern(joinTypes(e.input_types, e.types_are_json));
+}
+
+void TraceModel::addEvent(const EventFields& e) {
+  const int64_t pid = e.pid_is_number ? e.pid : numericId(e.pid_text);
+  const int64_t tid = e.tid_is_number ? e.tid : numericId(e.tid_text);
+  if (e.ph == "M") {
+    if (e.name == "process_name") process_names_[pid] = std::string(e.arg_name);
+    if (e.name == "thread_name") thread_names_[{pid, tid}] = std::string(e.arg_name);
+    return;
+  }
+  if (e.ph == "s" || e.ph == "f" || e.ph == "t") {
+    // Launch flows link a host call to its device task; torch_npu's and Kineto's other flows
+    // (fwdbwd, async_npu, async_task_queue) are relations npuscope derives itself.
+    if (e.ph == "s" && (e.cat == "ac2g" || e.cat == "HostToDevice") && e.ts_ns) {
+      flow_starts_[std::string(e.id)] = FlowStart{tid, *e.ts_ns};
+    }
+    return;
+  }
+  if (e.ph == "i" || e.ph == "I") {
+    if (e.name == "[memory]") {
+      if (!e.ts_ns || !e.total_allocated) {
+        skip("[memory] events without a time or Total Allocated");
+      } else if (e.device_type.value_or(0) == 0) {
+        ++memory_events_cpu_;  // host memory: npuscope's memory track is the device's
+      } else {
+        MemoryRecord m;
+        m.ts_ns = *e.ts_ns;
+        m.device = static_cast<int32_t>(e.device_id.value_or(0));
+        m.allocated = static_cast<uint64_t>(std::max<int64_t>(0, *e.total_allocated));
+        m.reserved = static_cast<uint64_t>(std::max<int64_t>(0, e.total_reserved.value_or(*e.total_allocated)));
+        memory_.push_back(m);
+      }
+    } else {
+      skip("instant events");
+    }
+    return;
+  }
+  if (e.ph == "C") {
+    // npuscope's export writes a device's memory as "Memory npu:N" counters.
+    if (e.name.rfind("Memory npu:", 0) == 0 && e.allocated && e.ts_ns) {
+      MemoryRecord m;
+      m.ts_ns = *e.ts_ns;
+      m.device = std::atoi(std::string(e.name.substr(11)).c_str());
+      m.allocated = static_cast<uint64_t>(std::max<int64_t>(0, *e.allocated));
+      m.reserved = static_cast<uint64_t>(std::max<int64_t>(0, e.reserved.value_or(*e.allocated)));
+      memory_.push_back(m);
+      return;
+    }
+    skip("counter events");
+    return;
+  }
+  if (e.ph != "X") {
+    skip("events of phase '" + std::string(e.ph) + "'");
+    return;
+  }
+  if (!e.ts_ns) {
+    skip("complete events without a time stamp");
+    return;
+  }
+  Raw r;
+  r.ts_ns = *e.ts_ns;
+  r.dur_ns = std::max<int64_t>(0, e.dur_ns.value_or(0));
+  r.pid = pid;
+  r.tid = tid;
+  r.seq = e.seq.value_or(-1);
+  r.link = e.correlation ? *e.correlation : e.connection.value_or(-1);
+  r.queue = e.queue_correlation.value_or(-1);
+  r.external = e.external.value_or(-1);
+  r.device = static_cast<int32_t>(e.device.value_or(-1));
+  r.stream = static_cast<int32_t>(e.physic_stream ? *e.physic_stream : e.stream.value_or(-1));
+  if (e.bytes) {
+    r.bytes = *e.bytes;
+  } else if (e.count && !e.data_type.empty() && dtypeBytes(e.data_type) > 0) {
+    r.bytes = *e.count * dtypeBytes(e.data_type);
+  }
+  StringTable& strings = StringTable::global();
+  r.name_id = strings.intern(e.name);
+  r.cat_id = e.cat.empty() ? 0 : strings.intern(e.cat);
+  r.type_id = e.task_type.empty() ? 0 : strings.intern(e.task_type);
+  r.group_id = e.group.empty() ? 0 : strings.intern(e.group);
+  r.shapes_id = shapesOf(e);
+  r.dtypes_id = r.shapes_id ? dtypesOf(e) : 0;
+  events_.push_back(r);
+}
+
+Status TraceModel::classify() {
+  if (classified_) return Status::ok();
+  classified_ = true;
+  StringTable& strings = StringTable::global();
+  // Names of the categories the classification asks about, once.
+  for (const Raw& r : events_) {
+    if (r.cat_id && !cat_names_.count(r.cat_id)) cat_names_.emplace(r.cat_id, std::string());
+  }
+  for (auto& [id, name] : cat_names_) name = strings.value(id);
+  auto processName = [&](int64_t pid) -> std::string_view {
+    auto it = process_names_.find(pid);
+    return it == process_names_.end() ? std::string_view() : std::string_view(it->second);
+  };
+  kind_.assign(events_.size(), kSkip);
+  bool any = !memory_.empty();
+  for (size_t i = 0; i < events_.size(); ++i) {
+    const Raw& r = events_[i];
+    const std::string_view cat = r.cat_id ? std::string_view(cat_names_[r.cat_id]) : std::string_view();
+    const std::string_view process = processName(r.pid);
+    if (process == "Overlap Analysis") {
+      skip("events of torch_npu's Overlap Analysis lanes (derived; npuscope recomputes them)");
+    } else if (process == "Ascend Hardware") {
+      kind_[i] = kTask;
+    } else if (process == "HCCL") {
+      auto t = thread_names_.find({r.pid, r.tid});
+      if (t != thread_names_.end() && t->second.rfind("Group", 0) == 0) {
+        kind_[i] = kCommTask;
+      } else {
+        skip("HCCL plane tasks (their tasks are on the Ascend Hardware streams)");
+      }
+    } else if (!deviceTaskType(cat).empty()) {
+      kind_[i] = kTask;
+    } else if (cat == "python_function") {
+      skip("Python stack frames (python_function)");
+    } else if (cat == "gpu_user_annotation") {
+      skip("GPU-side annotations (gpu_user_annotation)");
+    } else if (cat == "Trace") {
+      skip("Kineto trace spans (Trace)");
+    } else if (hostCategory(cat) || (cat.empty() && process == "CANN")) {
+      kind_[i] = kHost;
+    } else if (cat.empty()) {
+      skip("events without a category");
+    } else {
+      skip("events of unknown category '" + std::string(cat) + "'");
+    }
+    any |= kind_[i] != kSkip;
+  }
+  if (!any) return invalidArgument(path_ + ": no host ops, device tasks or memory samples in the trace");
+  return Status::ok();
+}
+
+Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
+  RETURN_IF_ERROR(classify());
+  StringTable& strings = StringTable::global();
+  const bool ascend = source_ == "torch_npu";
+  std::vector<uint8_t>& kind = kind_;
+  auto& cat_names = cat_names_;
+
+  // 2. Host ops: per thread, in start order (longer first at equal starts), nested by time.
+  std::map<int64_t, std::vector<uint32_t>> by_thread;
+  for (size_t i = 0; i < events_.size(); ++i) {
+    if (kind[i] == kHost) by_thread[events_[i].tid].push_back(static_cast<uint32_t>(i));
+  }
+  std::vector<int64_t> op_id(events_.size(), -1);  // raw index -> op id
+  std::vector<int64_t> parent_of(events_.size(), -1);  // raw index -> raw index of the parent
+  std::vector<int16_t> depth_of(events_.size(), 0);
+  std::vector<uint8_t> backward(events_.size(), 0);
+  // Threads by their first op, so ids follow time roughly across threads.
+  std::vector<std::pair<int64_t, int64_t>> thread_order;
+  for (auto& [tid, idx] : by_thread) {
+    std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) {
+      const Raw &x = events_[a], &y = events_[b];
+      if (x.ts_ns != y.ts_ns) return x.ts_ns < y.ts_ns;
+      if (x.dur_ns != y.dur_ns) return x.dur_ns > y.dur_ns;
+      return a < b;
+    });
+    thread_order.emplace_back(events_[idx.front()].ts_ns, tid);
+  }
+  std::sort(thread_order.begin(), thread_order.end());
+  int64_t next_id = 1;
+  std::unordered_map<uint32_t, bool> backward_names;
+  for (auto& [first, tid] : thread_order) {
+    std::vector<uint32_t> stack;
+    for (uint32_t i : by_thread[tid]) {
+      const Raw& r = events_[i];
+      // An op ended at or before this start holds nothing more (zero-length ops hold nothing).
+      while (!stack.empty() && events_[stack.back()].ts_ns + events_[stack.back()].dur_ns <= r.ts_ns) stack.pop_back();
+      op_id[i] = next_id++;
+      if (!stack.empty()) {
+        parent_of[i] = stack.back();
+        depth_of[i] = static_cast<int16_t>(std::min<size_t>(stack.size(), 32767));
+        backward[i] = backward[stack.back()];
+      }
+      if (!backward[i]) {
+        auto [it, fresh] = backward_names.try_emplace(r.name_id, false);
+        if (fresh) it->second = backwardName(strings.value(r.name_id));
+        backward[i] = it->second;
+      }
+      stack.push_back(i);
+    }
+  }
+
+  // 3. Steps from ProfilerStep#N.
+  struct Step {
+    int64_t n, start, end;
+  };
+  std::vector<Step> steps;
+  std::unordered_map<uint32_t, int64_t> step_names;  // name id -> N, -1: not a step
+  for (size_t i = 0; i < events_.size(); ++i) {
+    if (kind[i] != kHost) continue;
+    auto [it, fresh] = step_names.try_emplace(events_[i].name_id, -1);
+    if (fresh) {
+      const std::string name = strings.value(events_[i].name_id);
+      if (name.rfind("ProfilerStep#", 0) == 0) {
+        char* end = nullptr;
+        const long long n = std::strtoll(name.c_str() + 13, &end, 10);
+        if (end && *end == '\0' && end != name.c_str() + 13 && n >= 0) it->second = n;
+      }
+    }
+    if (it->second >= 0) steps.push_back({it->second, events_[i].ts_ns, events_[i].ts_ns + events_[i].dur_ns});
+  }
+  std::sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) { return a.start < b.start; });
+  auto stepAt = [&](int64_t t) -> int64_t {
+    auto it = std::upper_bound(steps.begin(), steps.end(), t, [](int64_t v, const Step& s) { return v < s.start; });
+    if (it == steps.begin()) return -1;
+    --it;
+    return t < it->end ? it->n : -1;
+  };
+
+  // 4. Launch links: host calls by correlation / connection id, and launch flows' start points.
+  std::unordered_map<int64_t, uint32_t> launcher;  // link -> raw index of the host call
+  for (size_t i = 0; i < events_.size(); ++i) {
+    if (kind[i] != kHost || events_[i].link < 0) continue;
+    auto [it, fresh] = launcher.try_emplace(events_[i].link, static_cast<uint32_t>(i));
+    if (!fresh && depth_of[i] > depth_of[it->second]) it->second = static_cast<uint32_t>(i);
+  }
+  // Kineto (and npuscope's export) also give a task the External id of the operator it belongs
+  // to: the fallback when no launch call carries the task's correlation.
+  std::unordered_map<int64_t, uint32_t> by_external;
+  for (size_t i = 0; i < events_.size(); ++i) {
+    if (kind[i] != kHost || events_[i].external < 0) continue;
+    auto [it, fresh] = by_external.try_emplace(events_[i].external, static_cast<uint32_t>(i));
+    if (!fresh && depth_of[i] < depth_of[it->second]) it->second = static_cast<uint32_t>(i);
+  }
+  auto innermostAt = [&](int64_t tid, int64_t ts) -> int64_t {
+    auto t = by_thread.find(tid);
+    if (t == by_thread.end()) return -1;
+    const auto& idx = t->second;
+    auto it = std::upper_bound(idx.begin(), idx.end(), ts, [&](int64_t v, uint32_t i) { return v < events_[i].ts_ns; });
+    // Walk back to the latest op starting at or before ts that still covers it; its deepest
+    // covering descendant is that op itself when ops are visited latest-first.
+    while (it != idx.begin()) {
+      --it;
+      const Raw& r = events_[*it];
+      if (r.ts_ns + r.dur_ns >= ts) return *it;
+      if (parent_of[*it] < 0 && r.ts_ns + r.dur_ns < ts) {
+        // A top-level op that ended before ts: nothing earlier can cover ts.
+        return -1;
+      }
+    }
+    return -1;
+  };
+  for (auto& [id_text, flow] : flow_starts_) {
+    char* end = nullptr;
+    const long long key = std::strtoll(id_text.c_str(), &end, 10);
+    const int64_t link = (end && *end == '\0') ? key : static_cast<int64_t>(std::hash<std::string>()(id_text) >> 1);
+    if (launcher.count(link)) continue;
+    const int64_t at = innermostAt(flow.tid, flow.ts_ns);
+    if (at >= 0) launcher.emplace(link, static_cast<uint32_t>(at));
+  }
+  // torch_npu's task queue: a launch made on the dequeue thread belongs to the op that enqueued it.
+  std::unordered_map<int64_t, uint32_t> enqueue_of;
+  for (size_t i = 0; i < events_.size(); ++i) {
+    if (kind[i] == kHost && events_[i].queue >= 0 && cat_names[events_[i].cat_id] == "enqueue") {
+      enqueue_of.emplace(events_[i].queue, static_cast<uint32_t>(i));
+    }
+  }
+  auto launchingOp = [&](int64_t i) -> int64_t {
+    for (int64_t a = i; a >= 0; a = parent_of[a]) {
+      if (events_[a].queue >= 0 && cat_names[events_[a].cat_id] == "dequeue") {
+        auto e = enqueue_of.find(events_[a].queue);
+        if (e != enqueue_of.end()) return parent_of[e->second] >= 0 ? parent_of[e->second] : e->second;
+        break;
+      }
+    }
+    return i;
+  };
+
+  // 5. Run.
+  int64_t first = INT64_MAX, last = INT64_MIN;
+  for (size_t i = 0; i < events_.size(); ++i) {
+    if (kind[i] == kSkip) continue;
+    first = std::min(first, events_[i].ts_ns);
+    last = std::max(last, events_[i].ts_ns + events_[i].dur_ns);
+  }
+  for (const MemoryRecord& m : memory_) first = std::min(first, m.ts_ns), last = std::max(last, m.ts_ns);
+
+  RunInfo info;
+  info.started_ns = first;
+  // Kineto writes times relative to baseTimeNanoseconds; torch_npu writes Unix µs.
+  info.wall_start_ns = time_base_ns_ != 0 ? time_base_ns_ + first : first;
+  info.command = "import";
+  const size_t slash = path_.find_last_of('/');
+  info.model = slash == std::string::npos ? path_ : path_.substr(slash + 1);
+  info.device = ascend ? "npu:" + std::to_string(default_device_) : std::string();
+  info.config_json = metadata_json_;
+  info.source = source_;
+  info.source_path = path_;
+  info.rank = rank_;
+  info.world_size = world_size_;
+  ASSIGN_OR_RETURN(summary->run_id, writer.beginRun(info));
+  summary->source = source_;
+  summary->path = path_;
+  summary->rank = rank_;
+
+  Status failed;
+  // Ops, thread by thread, in id order.
+  std::unique_ptr<OpBuffer> buf = writer.takeBuffer();
+  auto submit = [&]() {
+    if (buf->size == 0) return;
+    writer.submit(buf);
+    buf = writer.takeBuffer();
+    writer.waitForBacklog(size_t{1} << 16);  // an import never drops records
+  };
+  for (auto& [first_ts, tid] : thread_order) {
+    for (uint32_t i : by_thread[tid]) {
+      const Raw& r = events_[i];
+      OpRecord& o = buf->records[buf->size++];
+      o = OpRecord();
+      o.id = op_id[i];
+      o.parent_id = parent_of[i] >= 0 ? op_id[parent_of[i]] : -1;
+      o.start_ns = r.ts_ns;
+      o.dur_ns = r.dur_ns;
+      o.seq_nr = r.seq >= 0 ? r.seq : -1;
+      o.thread_id = static_cast<uint64_t>(r.tid);
+      o.step = static_cast<int32_t>(stepAt(r.ts_ns));
+      o.name_id = r.name_id;
+      o.shapes_id = r.shapes_id;
+      o.dtypes_id = r.dtypes_id;
+      o.depth = depth_of[i];
+      o.is_backward = backward[i];
+      ++summary->host_ops;
+      if (buf->full()) submit();
+    }
+  }
+  submit();
+  for (const Step& s : steps) {
+    StepRecord rec;
+    rec.step = s.n;
+    rec.start_ns = s.start;
+    rec.dur_ns = s.end - s.start;
+    rec.loss = std::nan("");
+    rec.loss_scale = std::nan("");
+    rec.lr = std::nan("");
+    writer.addStep(rec);
+    ++summary->steps;
+  }
+  // Device tasks.
+  std::vector<DeviceTaskRecord> tasks;
+  tasks.reserve(4096);
+  std::unordered_map<int64_t, std::string> group_names;
+  for (size_t i = 0; i < events_.size(); ++i) {
+    if (kind[i] != kTask && kind[i] != kCommTask) continue;
+    const Raw& r = events_[i];
+    DeviceTaskRecord t;
+    t.start_ns = r.ts_ns;
+    t.dur_ns = r.dur_ns;
+    t.name_id = r.name_id;
+    t.correlation = r.link;
+    t.bytes = r.bytes;
+    t.shapes_id = r.shapes_id;
+    if (kind[i] == kCommTask) {
+      t.device = default_device_;
+      t.stream = 1000 + static_cast<int32_t>(r.tid);  // communication groups: streams from 1000
+      t.type_id = strings.intern("HCCL");
+      t.comm_group = thread_names_[{r.pid, r.tid}];
+    } else if (ascend) {
+      t.device = default_device_;
+      t.stream = r.stream >= 0 ? r.stream : static_cast<int32_t>(r.tid);
+      t.type_id = r.type_id ? r.type_id : strings.intern("task");
+    } else {
+      t.device = r.device >= 0 ? r.device : static_cast<int32_t>(r.pid);
+      t.stream = r.stream >= 0 ? r.stream : static_cast<int32_t>(r.tid);
+      t.type_id = r.type_id ? r.type_id : strings.intern(deviceTaskType(cat_names[r.cat_id]));
+    }
+    int64_t launch = -1;
+    if (r.link >= 0) {
+      auto it = launcher.find(r.link);
+      if (it != launcher.end()) launch = launchingOp(it->second);
+    }
+    if (launch < 0 && r.external >= 0) {
+      auto it = by_external.find(r.external);
+      if (it != by_external.end()) launch = it->second;
+    }
+    if (r.group_id) t.comm_group = strings.value(r.group_id);
+    if (launch >= 0) {
+      t.op_id = op_id[launch];
+      t.step = stepAt(events_[launch].ts_ns);
+      ++summary->linked_tasks;
+    } else {
+      t.step = stepAt(r.ts_ns);
+    }
+    tasks.push_back(std::move(t));
+    ++summary->device_tasks;
+    if (tasks.size() == 4096) {
+      writer.addDeviceTasks(std::move(tasks));
+      tasks.clear();
+      tasks.reserve(4096);
+    }
+  }
+  writer.addDeviceTasks(std::move(tasks));
+  std::sort(memory_.begin(), memory_.end(), [](const MemoryRecord& a, const MemoryRecord& b) { return a.ts_ns < b.ts_ns; });
+  summary->memory_samples = static_cast<int64_t>(memory_.size());
+  if (!memory_.empty()) writer.addMemory(std::vector<MemoryRecord>(memory_));
+
+  // Notes: what was skipped, once per kind.
+  for (auto& [what, n] : skipped_) summary->notes.push_back(std::to_string(n) + " " + what + " skipped");
+  if (memory_events_cpu_ > 0) {
+    summary->notes.push_back(std::to_string(memory_events_cpu_) + " host (CPU) [memory] events skipped");
+  }
+  for (const std::string& n : extra_notes_) summary->notes.push_back(n);
+
+  nlohmann::json results;
+  results["imported"] = {{"host_ops", summary->host_ops},
+                         {"device_tasks", summary->device_tasks},
+                         {"linked_device_tasks", summary->linked_tasks},
+                         {"steps", summary->steps},
+                         {"memory_samples", summary->memory_samples}};
+  results["skipped"] = nlohmann::json::object();
+  for (auto& [what, n] : skipped_) results["skipped"][what] = n;
+  RETURN_IF_ERROR(writer.flush());
+  return writer.endRun("completed", results.dump(), last);
+}
+
+}  // namespace npuscope::import

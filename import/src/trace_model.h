@@ -1,0 +1,103 @@
+// What an importer makes of a trace before writing it: compact event records, the source's
+// process and thread names, flows and memory samples; finish() classifies the events (host op,
+// device task, step, skipped), nests host ops per thread, links device tasks to the host op that
+// launched them and writes one run through a TraceWriter. Knows no JSON library.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "npuscope/core/records.h"
+#include "npuscope/core/status.h"
+#include "npuscope/import/import.h"
+
+namespace npuscope {
+class TraceWriter;
+}
+
+namespace npuscope::import {
+
+// One event as read, strings still views into the parser's buffer (valid during addEvent).
+struct EventFields {
+  std::string_view ph, cat, name, bp, id;   // id: a flow's id as text
+  std::string_view pid_text, tid_text;      // pid / tid when the source wrote strings
+  int64_t pid = 0, tid = 0;
+  bool pid_is_number = true, tid_is_number = true;
+  std::optional<int64_t> ts_ns, dur_ns;
+  // args (only those the mapping uses)
+  std::string_view input_dims, input_types;  // JSON text of Kineto's arrays, or torch_npu's ";\r\n" lists
+  bool dims_are_json = false, types_are_json = false;
+  std::optional<int64_t> seq, correlation, connection, queue_correlation, external, device, stream, physic_stream;
+  std::optional<int64_t> device_type, device_id, total_allocated, total_reserved, bytes, count;
+  std::optional<int64_t> allocated, reserved;  // npuscope's own memory counters ("Memory npu:N")
+  std::string_view task_type, data_type, group, arg_name;  // arg_name: args.name of M events
+};
+
+class TraceModel {
+ public:
+  TraceModel(std::string source, std::string path) : source_(std::move(source)), path_(std::move(path)) {}
+
+  void addEvent(const EventFields& e);
+  // A torch_npu memory_record.csv sample (bytes; device index).
+  void addMemory(const MemoryRecord& m) { memory_.push_back(m); }
+  // Steps known from elsewhere (torch_npu step_trace_time) when the trace has no ProfilerStep.
+  void setMetadata(std::string json) { metadata_json_ = std::move(json); }
+  void setRank(int64_t rank, int64_t world_size) { rank_ = rank, world_size_ = world_size; }
+  void setDefaultDevice(int32_t device) { default_device_ = device; }
+  // Unix ns of trace time 0 when the source's time stamps are relative (Kineto's baseTimeNanoseconds).
+  void setTimeBase(int64_t base_ns) { time_base_ns_ = base_ns; }
+  void note(const std::string& n) { extra_notes_.push_back(n); }
+  // Counts an event left out; the summary names each kind once with its count.
+  void skip(const std::string& what);
+
+  // Sorts the events into host ops, device tasks and skipped ones; an error when nothing is left
+  // to import. write() calls it when it was not called before.
+  Status classify();
+  // Writes the run; fills `summary`.
+  Status write(TraceWriter& writer, RunSummary* summary);
+
+  int64_t rank() const { return rank_; }
+
+ private:
+  struct Raw {
+    int64_t ts_ns = 0, dur_ns = 0;
+    int64_t pid = 0, tid = 0;
+    int64_t seq = -1, link = -1, queue = -1, external = -1, bytes = -1;
+    int32_t device = -1, stream = -1;
+    uint32_t name_id = 0, cat_id = 0, shapes_id = 0, dtypes_id = 0, type_id = 0, group_id = 0;
+  };
+  struct FlowStart {
+    int64_t tid = 0, ts_ns = 0;
+  };
+
+  int64_t numericId(std::string_view text);
+  uint32_t shapesOf(const EventFields& e);
+  uint32_t dtypesOf(const EventFields& e);
+
+  std::string source_, path_;
+  std::string metadata_json_ = "{}";
+  int64_t rank_ = -1, world_size_ = -1;
+  int32_t default_device_ = 0;
+  int64_t time_base_ns_ = 0;
+  std::deque<Raw> events_;  // no reallocation peaks while it grows
+  std::vector<MemoryRecord> memory_;
+  std::unordered_map<int64_t, std::string> process_names_;
+  std::map<std::pair<int64_t, int64_t>, std::string> thread_names_;
+  std::unordered_map<std::string, int64_t> text_ids_;       // string pids / tids -> numbers
+  std::unordered_map<std::string, FlowStart> flow_starts_;  // launch flows (ac2g, HostToDevice) by id
+  std::map<std::string, int64_t> skipped_;                  // what was skipped -> count
+  std::vector<std::string> extra_notes_;
+  int64_t memory_events_cpu_ = 0;
+  enum Kind : uint8_t { kHost, kTask, kCommTask, kSkip };
+  bool classified_ = false;
+  std::vector<uint8_t> kind_;                           // per event
+  std::unordered_map<uint32_t, std::string> cat_names_;  // category id -> text
+};
+
+}  // namespace npuscope::import

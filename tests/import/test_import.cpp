@@ -1,0 +1,407 @@
+// The importers against the real samples in tests/data/traces (expected counts from an
+// independent Python reading of the same files, noted at each figure) and against small fixtures
+// written here for every documented variant and every bad input.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "npuscope/core/chrome_trace.h"
+#include "npuscope/core/trace_reader.h"
+#include "npuscope/import/import.h"
+
+namespace npuscope::import {
+namespace {
+
+const std::string kTraces = NPUSCOPE_TRACES;
+const std::string kAscend = kTraces + "/ascend_alexnet_rank0_ascend_pt";
+const std::string kKineto = kTraces + "/kineto_before_fix_trace.json";
+
+class ImportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/npuscope_import_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { (void)std::system(("rm -rf '" + dir_ + "'").c_str()); }
+
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string write(const std::string& name, const std::string& text) const {
+    const std::string p = path(name);
+    const size_t slash = p.find_last_of('/');
+    (void)std::system(("mkdir -p '" + p.substr(0, slash) + "'").c_str());
+    std::ofstream(p, std::ios::binary) << text;
+    return p;
+  }
+  std::string writeGz(const std::string& name, const std::string& text) const {
+    const std::string p = path(name);
+    gzFile f = gzopen(p.c_str(), "wb");
+    gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+    gzclose(f);
+    return p;
+  }
+  static bool exists(const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0;
+  }
+  // One integer from SQL on the file (read-only).
+  int64_t q(const std::string& db, const std::string& sql) const {
+    sqlite3* h = nullptr;
+    EXPECT_EQ(sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sql << ": " << sqlite3_errmsg(h);
+    int64_t v = INT64_MIN;
+    if (st && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    return v;
+  }
+  std::string qs(const std::string& db, const std::string& sql) const {
+    sqlite3* h = nullptr;
+    sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr);
+    sqlite3_stmt* st = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sql;
+    std::string v = "<none>";
+    if (st && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
+      v = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    return v;
+  }
+  // The import must fail naming `expect`, and leave no trace file behind.
+  void expectRefused(const std::string& input, const std::string& expect) {
+    const std::string db = path("refused.db");
+    auto r = importPath(input, db);
+    ASSERT_FALSE(r.isOk()) << input;
+    EXPECT_NE(r.status().message().find(expect), std::string::npos) << r.status().message();
+    EXPECT_EQ(r.status().message().find('\n'), std::string::npos) << "one line";
+    EXPECT_FALSE(exists(db)) << "nothing half-written";
+  }
+
+  std::string dir_;
+};
+
+TEST_F(ImportTest, TorchNpuSampleCountsMatchTheSource) {
+  const std::string db = path("a.db");
+  auto r = importPath(kAscend, db);
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  ASSERT_EQ(r->runs.size(), 1u);
+  const RunSummary& run = r->runs[0];
+  // Python over trace_view.json: X events with cat cpu_op/enqueue/dequeue or in the CANN process.
+  EXPECT_EQ(run.host_ops, 1885);
+  // X events of "Ascend Hardware" plus the "Group 0 Communication" lane of "HCCL".
+  EXPECT_EQ(run.device_tasks, 539);
+  // Tasks whose connection_id a host event also carries.
+  EXPECT_EQ(run.linked_tasks, 537);
+  EXPECT_EQ(run.steps, 1);
+  EXPECT_EQ(run.memory_samples, 381);  // memory_record.csv rows of Component PTA
+  EXPECT_EQ(run.rank, 0);              // profiler_info_0.json rank_id
+  EXPECT_EQ(q(db, "SELECT count(*) FROM op_events"), 1885);
+  EXPECT_EQ(q(db, "SELECT step FROM steps"), 50);  // ProfilerStep#50
+  EXPECT_EQ(q(db, "SELECT count(*) FROM device_tasks t JOIN strings s ON s.id=t.type_id WHERE s.value='AI_CORE'"), 172);
+  EXPECT_EQ(qs(db, "SELECT source FROM runs"), "torch_npu");
+  EXPECT_EQ(q(db, "SELECT rank FROM runs"), 0);
+  // Allocated peak: 1187.9814453125 MB in memory_record.csv.
+  EXPECT_EQ(q(db, "SELECT max(allocated) FROM memory"), static_cast<int64_t>(1187.9814453125 * 1024 * 1024 + 0.5));
+  // µs text to ns without loss: ProfilerStep#50 starts at "1736408883686740.710".
+  EXPECT_EQ(q(db, "SELECT start_ns FROM steps"), 1736408883686740710);
+  EXPECT_EQ(q(db, "SELECT wall_start_ns FROM runs"), q(db, "SELECT started_ns FROM runs"));
+  // The allreduce on the HCCL group lane: count 4097000 of FP32.
+  EXPECT_EQ(q(db, "SELECT bytes FROM device_tasks t JOIN strings s ON s.id=t.name_id"
+                  " WHERE s.value='hcom_allReduce__586_0_1'"), 4097000 * 4);
+  // A task launched through the task queue belongs to the op that enqueued it (on the main
+  // thread 3096504), not to the ACL call on the dequeue thread 3099702: trans_TransData_0's
+  // launch (connection_id 40004068119343529983, past 64 bits) sits in Dequeue@Conv2D, whose
+  // Enqueue is inside the framework's Conv2D op.
+  EXPECT_EQ(qs(db, "SELECT o.name || ' ' || o.thread_id FROM device_tasks t JOIN strings s ON s.id=t.name_id"
+                   " JOIN ops o ON o.id=t.op_id WHERE s.value='trans_TransData_0'"), "Conv2D 3096504");
+
+  // The real device's busy time in the step agrees with torch_npu's own step_trace_time.csv:
+  // Computing + Communication(Not Overlapped) = 8873.756 + 101963.203 us.
+  auto reader = TraceReader::open(db);
+  ASSERT_TRUE(reader.isOk());
+  auto device = (*reader)->stepDeviceTimes(run.run_id);
+  ASSERT_TRUE(device.isOk());
+  ASSERT_EQ(device->size(), 1u);
+  const double busy_us = static_cast<double>((*device)[0].device_busy_ns) / 1e3;
+  EXPECT_NEAR(busy_us, 8873.756 + 101963.203, 0.02 * (8873.756 + 101963.203));
+}
+
+TEST_F(ImportTest, KinetoSampleLinksTheKernelToItsLaunch) {
+  const std::string db = path("k.db");
+  auto r = importPath(kKineto, db);
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  const RunSummary& run = r->runs.at(0);
+  EXPECT_EQ(run.host_ops, 5);      // 4 cpu_op + 1 cuda_runtime
+  EXPECT_EQ(run.device_tasks, 3);  // 1 kernel + 2 cuda_sync on the stream
+  EXPECT_EQ(run.linked_tasks, 3);  // the kernel by correlation 1, the syncs by their External id
+  EXPECT_EQ(qs(db, "SELECT o.name FROM device_tasks t JOIN ops o ON o.id=t.op_id JOIN strings s ON s.id=t.name_id"
+                   " WHERE s.value='Kernel'"), "cudaLaunchKernel");
+  EXPECT_EQ(qs(db, "SELECT o.name FROM device_tasks t JOIN ops o ON o.id=t.op_id JOIN strings s ON s.id=t.name_id"
+                   " WHERE s.value='Event Sync'"), "op_evt_sync");
+  EXPECT_EQ(qs(db, "SELECT p.name FROM ops o JOIN ops p ON p.id=o.parent_id WHERE o.name='cudaLaunchKernel'"), "op1");
+  // ts 88437691101.749 us, relative to baseTimeNanoseconds 1775078550000000000.
+  EXPECT_EQ(q(db, "SELECT start_ns FROM device_tasks t JOIN strings s ON s.id=t.type_id WHERE s.value='kernel'"),
+            88437691101749);
+  EXPECT_EQ(q(db, "SELECT wall_start_ns - started_ns FROM runs"), 1775078550000000000);
+  bool noted = false;
+  for (const std::string& n : run.notes) noted |= n.find("1 Kineto trace spans (Trace) skipped") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
+// Kineto 2021: Operator / Runtime / Kernel / Memcpy, string tids, no top-level keys but traceEvents.
+TEST_F(ImportTest, Kineto2021NamesAndNoMetadata) {
+  const std::string f = write("old.json", R"({"traceEvents": [
+    {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 7, "tid": 7, "ts": 100, "dur": 50,
+     "args": {"Input dims": [[2, 3], [3, 4]], "Sequence number": 12}},
+    {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 7, "ts": 110, "dur": 5,
+     "args": {"correlation": 70}},
+    {"ph": "X", "cat": "Kernel", "name": "gemm", "pid": 0, "tid": "stream 7", "ts": 120, "dur": 30,
+     "args": {"correlation": 70, "device": 0, "stream": 7}},
+    {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": "stream 7", "ts": 160, "dur": 4,
+     "args": {"correlation": 71, "device": 0, "stream": 7, "bytes": 4096}},
+    {"ph": "X", "cat": "foo", "name": "a", "pid": 7, "tid": 7, "ts": 1, "dur": 1},
+    {"ph": "X", "cat": "foo", "name": "b", "pid": 7, "tid": 7, "ts": 2, "dur": 1}
+  ]})");
+  const std::string db = path("old.db");
+  auto r = importPath(f, db);
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  EXPECT_EQ(r->runs[0].host_ops, 2);
+  EXPECT_EQ(r->runs[0].device_tasks, 2);
+  EXPECT_EQ(r->runs[0].linked_tasks, 1);
+  EXPECT_EQ(q(db, "SELECT seq_nr FROM ops WHERE name='aten::mm'"), 12);
+  EXPECT_EQ(q(db, "SELECT depth FROM ops WHERE name='cudaLaunchKernel'"), 1);
+  EXPECT_EQ(q(db, "SELECT stream FROM device_tasks WHERE bytes=4096"), 7);
+  EXPECT_EQ(qs(db, "SELECT s.value FROM device_tasks t JOIN strings s ON s.id=t.type_id WHERE bytes=4096"), "gpu_memcpy");
+  EXPECT_EQ(q(db, "SELECT count(*) FROM steps"), 0);
+  bool noted = false;
+  for (const std::string& n : r->runs[0].notes) noted |= n == "2 events of unknown category 'foo' skipped";
+  EXPECT_TRUE(noted);
+}
+
+// Current torch.profiler output, gzipped: steps, shapes, memory, a launch linked only by its flow.
+TEST_F(ImportTest, GzipTraceWithStepsMemoryAndFlows) {
+  const std::string f = writeGz("cur.pt.trace.json.gz", R"({
+  "schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8},
+  "baseTimeNanoseconds": 1700000000000000000,
+  "traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 1, "tid": 1, "ts": 1000, "dur": 1000},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1100, "dur": 100,
+     "args": {"Input Dims": [[4,4], [4,4], []], "Input type": ["float", "float", "Scalar"], "External id": 9}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1150, "dur": 20},
+    {"ph": "s", "cat": "ac2g", "id": 55, "pid": 1, "tid": 1, "ts": 1151, "name": "ac2g"},
+    {"ph": "f", "cat": "ac2g", "id": 55, "pid": 0, "tid": 7, "ts": 1300, "bp": "e", "name": "ac2g"},
+    {"ph": "X", "cat": "kernel", "name": "add_kernel", "pid": 0, "tid": 7, "ts": 1300, "dur": 10,
+     "args": {"correlation": 55, "device": 0, "stream": 7}},
+    {"ph": "X", "cat": "cpu_op", "name": "AddBackward0", "pid": 1, "tid": 2, "ts": 1500, "dur": 50},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 2, "ts": 1510, "dur": 10},
+    {"ph": "s", "cat": "fwdbwd", "id": 1, "pid": 1, "tid": 1, "ts": 1100, "name": "fwdbwd"},
+    {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1120, "s": "t",
+     "args": {"Device Type": 1, "Device Id": 0, "Addr": 1, "Bytes": 64, "Total Allocated": 640, "Total Reserved": 2048}},
+    {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1130, "s": "t",
+     "args": {"Device Type": 0, "Device Id": -1, "Addr": 1, "Bytes": 64, "Total Allocated": 64, "Total Reserved": 0}}
+  ],
+  "traceName": "x"
+})");
+  const std::string db = path("cur.db");
+  auto r = importPath(f, db);
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  const RunSummary& run = r->runs[0];
+  EXPECT_EQ(run.rank, 3);
+  EXPECT_EQ(q(db, "SELECT world_size FROM runs"), 8);
+  EXPECT_EQ(run.steps, 1);
+  EXPECT_EQ(q(db, "SELECT step FROM steps"), 3);
+  EXPECT_EQ(q(db, "SELECT dur_ns FROM steps"), 1000000);
+  EXPECT_EQ(q(db, "SELECT count(*) FROM ops WHERE step=3"), 5);  // every host op starts inside the step
+  EXPECT_EQ(qs(db, "SELECT input_shapes FROM ops WHERE name='aten::add'"), "[[4, 4], [4, 4], []]");
+  EXPECT_EQ(qs(db, "SELECT input_dtypes FROM ops WHERE name='aten::add'"), "float, float, Scalar");
+  EXPECT_EQ(q(db, "SELECT is_backward FROM ops WHERE name='aten::mul'"), 1);  // inside AddBackward0
+  EXPECT_EQ(q(db, "SELECT is_backward FROM ops WHERE name='aten::add'"), 0);
+  // The kernel's correlation is on no host event: its launch flow starts inside cudaLaunchKernel.
+  EXPECT_EQ(qs(db, "SELECT o.name FROM device_tasks t JOIN ops o ON o.id=t.op_id"), "cudaLaunchKernel");
+  EXPECT_EQ(q(db, "SELECT step FROM device_tasks"), 3);
+  EXPECT_EQ(run.memory_samples, 1);  // the CPU sample is not the device's
+  EXPECT_EQ(q(db, "SELECT allocated FROM memory"), 640);
+  EXPECT_EQ(q(db, "SELECT reserved FROM memory"), 2048);
+  EXPECT_EQ(q(db, "SELECT wall_start_ns FROM runs"), 1700000000000000000 + 1000000);
+  EXPECT_NE(qs(db, "SELECT config_json FROM runs").find("\"backend\":\"nccl\""), std::string::npos);
+}
+
+// torch_npu's layout: a bare array with string time stamps, devices as named processes, the task
+// queue (enqueue on the main thread, dequeue + ACL call on another), memory_record.csv.
+TEST_F(ImportTest, TorchNpuFolderWithTaskQueue) {
+  const std::string root = "r1_ascend_pt";
+  write(root + "/profiler_info_1.json", R"({"config": {}, "rank_id": 1})");
+  write(root + "/ASCEND_PROFILER_OUTPUT/memory_record.csv",
+        "Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB),Total Active(MB),Stream Ptr,Device Type\n"
+        "APP,1000.000\t,,4,,,NPU:3\n"
+        "PTA,1000.500\t,1.5,2,,,NPU:3\n");
+  write(root + "/ASCEND_PROFILER_OUTPUT/trace_view.json", R"([
+    {"name": "process_name", "ph": "M", "pid": 10, "tid": 0, "args": {"name": "Python"}},
+    {"name": "process_name", "ph": "M", "pid": 20, "tid": 0, "args": {"name": "CANN"}},
+    {"name": "process_name", "ph": "M", "pid": 30, "tid": 0, "args": {"name": "Ascend Hardware"}},
+    {"name": "process_name", "ph": "M", "pid": 40, "tid": 0, "args": {"name": "Overlap Analysis"}},
+    {"ph": "X", "name": "ProfilerStep#7", "pid": 10, "tid": 1, "ts": "1000.000", "dur": 900, "cat": "cpu_op"},
+    {"ph": "X", "name": "aten::add", "pid": 10, "tid": 1, "ts": "1001.000", "dur": 50, "cat": "cpu_op",
+     "args": {"Input Dims": "4,4;\r\n4,4;\r\n", "Input type": "float;\r\nfloat;\r\nNone", "Sequence number": -1}},
+    {"ph": "X", "name": "Enqueue", "pid": 10, "tid": 1, "ts": "1010.000", "dur": 5, "cat": "enqueue", "args": {"correlation_id": 5}},
+    {"ph": "X", "name": "Dequeue@add", "pid": 10, "tid": 2, "ts": "1020.000", "dur": 30, "cat": "dequeue", "args": {"correlation_id": 5}},
+    {"name": "AscendCL@aclnnAdd", "pid": 20, "tid": 2, "ts": "1025.000", "dur": 10, "ph": "X",
+     "args": {"connection_id": 9}},
+    {"name": "Add_kernel", "pid": 30, "tid": 2, "ts": "1040.250", "dur": 7.5, "ph": "X",
+     "args": {"Task Type": "AI_VECTOR_CORE", "Physic Stream Id": 2, "connection_id": 9}},
+    {"name": "Computing", "pid": 40, "tid": 0, "ts": "1040.250", "dur": 7.5, "ph": "X"},
+    {"name": "APP/HBM", "pid": 50, "tid": 0, "ts": "1000", "ph": "C", "args": {"KB": 1}}
+  ])");
+  const std::string db = path("npu.db");
+  auto r = importPath(path(root), db);
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  const RunSummary& run = r->runs[0];
+  EXPECT_EQ(run.rank, 1);
+  EXPECT_EQ(run.host_ops, 5);
+  EXPECT_EQ(run.device_tasks, 1);
+  EXPECT_EQ(qs(db, "SELECT o.name FROM device_tasks t JOIN ops o ON o.id=t.op_id"), "aten::add");
+  EXPECT_EQ(qs(db, "SELECT s.value FROM device_tasks t JOIN strings s ON s.id=t.type_id"), "AI_VECTOR_CORE");
+  EXPECT_EQ(q(db, "SELECT device FROM device_tasks"), 3);  // from memory_record's NPU:3
+  EXPECT_EQ(q(db, "SELECT stream FROM device_tasks"), 2);
+  EXPECT_EQ(q(db, "SELECT start_ns FROM device_tasks"), 1040250);
+  EXPECT_EQ(q(db, "SELECT dur_ns FROM device_tasks"), 7500);
+  EXPECT_EQ(qs(db, "SELECT input_shapes FROM ops WHERE name='aten::add'"), "[[4, 4], [4, 4], []]");
+  EXPECT_EQ(qs(db, "SELECT input_dtypes FROM ops WHERE name='aten::add'"), "float, float, ");
+  // The CANN call runs on thread 2 like the dequeue that holds it.
+  EXPECT_EQ(qs(db, "SELECT p.name FROM ops o JOIN ops p ON p.id=o.parent_id WHERE o.name='AscendCL@aclnnAdd'"),
+            "Dequeue@add");
+  EXPECT_EQ(run.memory_samples, 1);
+  EXPECT_EQ(q(db, "SELECT allocated FROM memory"), 1572864);  // 1.5 MB
+  EXPECT_EQ(qs(db, "SELECT device FROM runs"), "npu:3");
+  // Through ASCEND_PROFILER_OUTPUT itself: the same run.
+  auto again = importPath(path(root + "/ASCEND_PROFILER_OUTPUT"), path("npu2.db"));
+  ASSERT_TRUE(again.isOk()) << again.status().message();
+  EXPECT_EQ(again->runs[0].rank, 1);
+  EXPECT_EQ(again->runs[0].linked_tasks, 1);
+}
+
+TEST_F(ImportTest, FolderOfRanksIsOneClusterInOneFile) {
+  for (int rank : {0, 1}) {
+    write("job/rank" + std::to_string(rank) + ".pt.trace.json",
+          R"({"distributedInfo": {"rank": )" + std::to_string(rank) + R"(, "world_size": 2}, "traceEvents": [
+            {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 10, "dur": 5}]})");
+  }
+  write("job/notes.txt", "not a trace");
+  ASSERT_EQ(*detectFormat(path("job")), "cluster");
+  const std::string db = path("job.db");
+  auto r = importPath(path("job"), db);
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  ASSERT_EQ(r->runs.size(), 2u);
+  EXPECT_EQ(q(db, "SELECT count(*) FROM runs WHERE world_size=2"), 2);
+  EXPECT_EQ(qs(db, "SELECT group_concat(rank) FROM (SELECT rank FROM runs ORDER BY rank)"), "0,1");
+  EXPECT_EQ(q(db, "SELECT count(*) FROM op_events"), 2);
+}
+
+TEST_F(ImportTest, BadInputIsOneLineAndLeavesNoFile) {
+  expectRefused(path("missing.json"), "no such file");
+  expectRefused(write("text.json", "hello"), "not JSON");
+  expectRefused(write("empty.json", "   "), "empty file");
+  // A colon missing inside the second event: the message names the file and the event's byte.
+  const std::string bad = R"({"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1}, {"ph" "X"}]})";
+  const std::string f = write("malformed.json", bad);
+  expectRefused(f, f + ": byte " + std::to_string(bad.find("{\"ph\" \"X\"}")) + ": malformed event");
+  expectRefused(write("cut.json", R"({"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1}, {"ph": "X", "na)"),
+                "the JSON ends early");
+  // A gzip file cut in half.
+  const std::string big = [] {
+    std::string s = R"({"traceEvents": [)";
+    for (int i = 0; i < 20000; ++i) {
+      s += (i ? "," : "") + std::string(R"({"ph": "X", "cat": "cpu_op", "name": "op)") + std::to_string(i * 7919 % 100003) +
+           R"(", "pid": 1, "tid": 1, "ts": )" + std::to_string(i * 10) + R"(, "dur": 5})";
+    }
+    return s + "]}";
+  }();
+  const std::string gz = writeGz("whole.json.gz", big);
+  std::ifstream in(gz, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  expectRefused(write("half.json.gz", bytes.substr(0, bytes.size() / 2)), "truncated");
+  // torch_npu: a CSV without a needed column; a folder without its trace.
+  write("nocol_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json", "[]");
+  write("nocol_ascend_pt/ASCEND_PROFILER_OUTPUT/memory_record.csv", "Component,Total Allocated(MB)\nPTA,1\n");
+  expectRefused(path("nocol_ascend_pt"), "memory_record.csv: line 1: no column 'Timestamp(us)'");
+  write("notrace_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", "Name\n");
+  expectRefused(path("notrace_ascend_pt"), "no trace_view.json");
+  write("nothing/readme.md", "x");
+  expectRefused(path("nothing"), "no trace in this folder");
+  expectRefused(write("noevents.json", R"({"traceEvents": []})"), "no host ops, device tasks or memory samples");
+}
+
+TEST_F(ImportTest, CancelLeavesNoRun) {
+  Options o;
+  o.progress = [](int64_t, int64_t) { return false; };
+  const std::string db = path("c.db");
+  auto r = importPath(kAscend, db, o);
+  ASSERT_FALSE(r.isOk());
+  EXPECT_NE(r.status().message().find("cancelled"), std::string::npos);
+  EXPECT_FALSE(exists(db));
+}
+
+// Ops and tasks of a run, as comparable text: times relative to the run's earliest event.
+std::vector<std::string> rows(const std::string& db, const std::string& sql) {
+  std::vector<std::string> out;
+  sqlite3* h = nullptr;
+  sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* st = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(h);
+  while (st && sqlite3_step(st) == SQLITE_ROW) {
+    std::string row;
+    for (int c = 0; c < sqlite3_column_count(st); ++c) {
+      const unsigned char* t = sqlite3_column_text(st, c);
+      row += (c ? "|" : "") + std::string(t ? reinterpret_cast<const char*>(t) : "NULL");
+    }
+    out.push_back(row);
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return out;
+}
+
+TEST_F(ImportTest, ChromeExportOfAnImportedRunReimportsToTheSameOpsAndTasks) {
+  for (const std::string& source : {kAscend, kKineto}) {
+    const std::string a = path("a.db"), b = path("b.db"), json = path("a.json");
+    std::remove(a.c_str());
+    std::remove(b.c_str());
+    ASSERT_TRUE(importPath(source, a).isOk());
+    auto reader = TraceReader::open(a);
+    ASSERT_TRUE(reader.isOk());
+    auto exported = exportChromeTrace(**reader, json);
+    ASSERT_TRUE(exported.isOk()) << exported.status().message();
+    auto again = importPath(json, b);
+    ASSERT_TRUE(again.isOk()) << again.status().message();
+    const std::string t0 = "(SELECT min(m) FROM (SELECT min(start_ns) m FROM op_events UNION ALL"
+                           " SELECT min(start_ns) FROM device_tasks))";
+    const std::string ops = "SELECT name, start_ns - " + t0 + ", dur_ns, depth, coalesce(seq_nr, -1), is_backward,"
+                            " coalesce(input_shapes, ''), coalesce(step, -1),"
+                            " (SELECT p.name FROM ops p WHERE p.id = o.parent_id) FROM ops o"
+                            " ORDER BY start_ns - " + t0 + ", depth, name";
+    const std::string tasks = "SELECT n.value, y.value, t.device, t.stream, t.start_ns - " + t0 + ", t.dur_ns,"
+                              " coalesce(t.bytes, -1), coalesce(t.step, -1), coalesce(o.name, ''),"
+                              " coalesce(o.start_ns - " + t0 + ", -1)"
+                              " FROM device_tasks t JOIN strings n ON n.id=t.name_id JOIN strings y ON y.id=t.type_id"
+                              " LEFT JOIN op_events o2 ON o2.id=t.op_id LEFT JOIN ops o ON o.id=t.op_id"
+                              " ORDER BY t.start_ns, n.value";
+    EXPECT_EQ(rows(a, ops), rows(b, ops)) << source;
+    EXPECT_EQ(rows(a, tasks), rows(b, tasks)) << source;
+    EXPECT_EQ(rows(a, "SELECT ts_ns - " + t0 + ", device, allocated, reserved FROM memory ORDER BY 1"),
+              rows(b, "SELECT ts_ns - " + t0 + ", device, allocated, reserved FROM memory ORDER BY 1"));
+    EXPECT_EQ(q(a, "SELECT wall_start_ns - started_ns + " + t0 + " FROM runs"),
+              q(b, "SELECT wall_start_ns - started_ns + " + t0 + " FROM runs")) << "the same wall clock";
+  }
+}
+
+}  // namespace
+}  // namespace npuscope::import
