@@ -139,7 +139,7 @@ StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::open(const std::string& path
   RETURN_IF_ERROR(endOrphanedRuns(db.get()));
   // The indexes of a long run outgrow SQLite's default 2 MB page cache; 64 MB keeps their hot
   // right-hand pages in memory.
-  RETURN_IF_ERROR(execSql(db.get(), "PRAGMA cache_size=-65536"));
+  RETURN_IF_ERROR(execSql(db.get(), "PRAGMA cache_size=-" + std::to_string(options.page_cache_kib)));
   std::unique_ptr<TraceWriter> w(new TraceWriter(std::move(db), options));
   RETURN_IF_ERROR(w->prepareStatements());
   // A second connection for checkpoints; without one (it cannot open, or the file is not in WAL
@@ -253,9 +253,11 @@ Status TraceWriter::prepareStatements() {
   ASSIGN_OR_RETURN(insert_dump_, prepare(db,
       "INSERT INTO tensor_dumps(run_id, step, op_id, op_name, op_type, io, idx, dtype, shape, format, min, max, mean,"
       " l2norm, nan_count, inf_count, data, data_ref) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
-  ASSIGN_OR_RETURN(insert_task_, prepare(db,
+  const char* tasks =
       "INSERT INTO device_tasks(run_id, step, op_id, device, stream, name_id, type_id, start_ns, dur_ns, correlation,"
-      " shapes_id, bytes, comm_group) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+      " shapes_id, bytes, comm_group)";
+  ASSIGN_OR_RETURN(insert_task_, prepare(db, insertRows(tasks, 13, 1)));
+  ASSIGN_OR_RETURN(insert_tasks_, prepare(db, insertRows(tasks, 13, kTasksPerInsert)));
   ASSIGN_OR_RETURN(insert_string_, prepare(db,
       "INSERT INTO strings(value) VALUES (?) ON CONFLICT(value) DO UPDATE SET value=excluded.value RETURNING id"));
   ASSIGN_OR_RETURN(insert_run_, prepare(db,
@@ -586,7 +588,19 @@ Status TraceWriter::write(Item& item) {
   if (auto* tasks = std::get_if<std::vector<DeviceTaskRecord>>(&item)) {
     if (run < 0) return failedPrecondition("device tasks before beginRun");
     RETURN_IF_ERROR(writeNewStrings());
-    for (const DeviceTaskRecord& t : *tasks) RETURN_IF_ERROR(writeDeviceTask(t));
+    size_t at = 0;
+    for (; at + kTasksPerInsert <= tasks->size(); at += kTasksPerInsert) {
+      sqlite3_stmt* st = insert_tasks_.get();
+      for (size_t i = 0; i < kTasksPerInsert; ++i) RETURN_IF_ERROR(bindDeviceTask(st, static_cast<int>(13 * i), (*tasks)[at + i]));
+      RETURN_IF_ERROR(stepStatement(db, st));
+    }
+    for (; at < tasks->size(); ++at) {
+      RETURN_IF_ERROR(bindDeviceTask(insert_task_.get(), 0, (*tasks)[at]));
+      RETURN_IF_ERROR(stepStatement(db, insert_task_.get()));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_tasks_ -= tasks->size();
+    done_cv_.notify_all();
     return Status::ok();
   }
   if (auto* b = std::get_if<BeginCmd>(&item)) {
@@ -642,29 +656,36 @@ Status TraceWriter::writeMemory(const MemoryRecord& m) {
   return stepStatement(db_.get(), st);
 }
 
-Status TraceWriter::writeDeviceTask(const DeviceTaskRecord& t) {
-  sqlite3_stmt* st = insert_task_.get();
-  auto fileId = [&](uint32_t id, int col) { bindStringId(st, col, string_ids_, id); };
+Status TraceWriter::bindDeviceTask(sqlite3_stmt* st, int base, const DeviceTaskRecord& t) {
   if (t.name_id == 0 || t.type_id == 0) return invalidArgument("a device task needs a name and a type");
-  sqlite3_bind_int64(st, 1, run_id_.load());
-  bindOptionalInt(st, 2, t.step, -1);
-  bindOptionalInt(st, 3, t.op_id < 0 ? -1 : t.op_id + id_offset_, -1);
-  sqlite3_bind_int(st, 4, t.device);
-  sqlite3_bind_int(st, 5, t.stream);
-  fileId(t.name_id, 6);
-  fileId(t.type_id, 7);
-  sqlite3_bind_int64(st, 8, t.start_ns);
-  sqlite3_bind_int64(st, 9, t.dur_ns);
-  bindOptionalInt(st, 10, t.correlation, -1);
-  fileId(t.shapes_id, 11);
-  bindOptionalInt(st, 12, t.bytes, -1);
-  bindText(st, 13, t.comm_group);
-  return stepStatement(db_.get(), st);
+  sqlite3_bind_int64(st, base + 1, run_id_.load());
+  bindOptionalInt(st, base + 2, t.step, -1);
+  bindOptionalInt(st, base + 3, t.op_id < 0 ? -1 : t.op_id + id_offset_, -1);
+  sqlite3_bind_int(st, base + 4, t.device);
+  sqlite3_bind_int(st, base + 5, t.stream);
+  bindStringId(st, base + 6, string_ids_, t.name_id);
+  bindStringId(st, base + 7, string_ids_, t.type_id);
+  sqlite3_bind_int64(st, base + 8, t.start_ns);
+  sqlite3_bind_int64(st, base + 9, t.dur_ns);
+  bindOptionalInt(st, base + 10, t.correlation, -1);
+  bindStringId(st, base + 11, string_ids_, t.shapes_id);
+  bindOptionalInt(st, base + 12, t.bytes, -1);
+  bindText(st, base + 13, t.comm_group);
+  return Status::ok();
 }
 
 void TraceWriter::addDeviceTasks(std::vector<DeviceTaskRecord>&& batch) {
   if (batch.empty()) return;
-  enqueue(std::move(batch));
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Bounded memory: an importer hands over millions; wait while 64k are still queued.
+    done_cv_.wait(lock, [&] { return pending_tasks_ < (size_t{1} << 16) || !error_.isOk() || stop_; });
+    pending_tasks_ += batch.size();
+    queue_.push_back(std::move(batch));
+    ++enqueued_seq_;
+    wake_ = true;
+  }
+  cv_.notify_one();
 }
 
 Status TraceWriter::writeTensorDump(const TensorDumpRecord& d) {

@@ -6,6 +6,8 @@
 #include <map>
 
 #include "npuscope/core/compare.h"
+#include "npuscope/core/format.h"
+#include "npuscope/core/perf_compare.h"
 #include "npuscope/core/trace_reader.h"
 #include "npuscope/dumper/dump_export.h"
 #include "npuscope/dumper/dumper.h"
@@ -150,7 +152,117 @@ struct CompareArgs {
   std::string a, b, csv;
   int64_t run_a = -1, run_b = -1, step = -1;
   bool all = false;
+  bool perf = false;
+  int64_t top = 20;
 };
+
+// The performance compare's tables: one row per name, the largest differences first.
+void printPerfRows(const char* title, const std::vector<PerfRow>& rows, int64_t top) {
+  const size_t show = top > 0 ? std::min<size_t>(rows.size(), static_cast<size_t>(top)) : rows.size();
+  std::printf("\n%s, %zu names%s\n\n", title, rows.size(),
+              show < rows.size() ? (", the " + std::to_string(show) + " largest differences").c_str() : "");
+  std::printf("%-40s  %7s %11s %11s  %7s %11s %11s  %12s  %7s\n", "Name", "Calls A", "Total A", "Avg A", "Calls B",
+              "Total B", "Avg B", "B - A", "B / A");
+  const std::string rule(40 + 2 + 7 + 1 + 11 + 1 + 11 + 2 + 7 + 1 + 11 + 1 + 11 + 2 + 12 + 2 + 7, '-');
+  std::printf("%s\n", rule.c_str());
+  auto dur = [](int64_t ns, bool present) { return present ? formatDuration(ns) : std::string("-"); };
+  for (size_t i = 0; i < show; ++i) {
+    const PerfRow& r = rows[i];
+    std::string name = r.name.size() > 40 ? r.name.substr(0, 37) + "..." : r.name;
+    const int64_t d = r.diffNs();
+    const std::string diff = (d < 0 ? "-" : "+") + formatDuration(d < 0 ? -d : d);
+    char ratio[32];
+    if (r.onlyA()) {
+      std::snprintf(ratio, sizeof ratio, "A only");
+    } else if (r.onlyB()) {
+      std::snprintf(ratio, sizeof ratio, "B only");
+    } else {
+      std::snprintf(ratio, sizeof ratio, "%.2f", r.ratio());
+    }
+    std::printf("%-40s  %7lld %11s %11s  %7lld %11s %11s  %12s  %7s\n", name.c_str(), static_cast<long long>(r.a.calls),
+                dur(r.a.total_ns, !r.onlyB()).c_str(), dur(static_cast<int64_t>(r.a.avgNs()), !r.onlyB()).c_str(),
+                static_cast<long long>(r.b.calls), dur(r.b.total_ns, !r.onlyA()).c_str(),
+                dur(static_cast<int64_t>(r.b.avgNs()), !r.onlyA()).c_str(), diff.c_str(), ratio);
+  }
+  size_t only_a = 0, only_b = 0;
+  for (const PerfRow& r : rows) only_a += r.onlyA(), only_b += r.onlyB();
+  std::printf("%s\n%zu names only in A, %zu only in B\n", rule.c_str(), only_a, only_b);
+}
+
+Status runPerfCompare(const CompareArgs& args, TraceReader& ra, int64_t run_a, TraceReader& rb, int64_t run_b) {
+  ASSIGN_OR_RETURN(PerfCompareResult res, comparePerf(ra, run_a, rb, run_b));
+  ASSIGN_OR_RETURN(RunRow a, ra.run(run_a));
+  ASSIGN_OR_RETURN(RunRow b, rb.run(run_b));
+  auto describe = [](const RunRow& r) {
+    std::string s = r.imported() ? "imported " + r.source : "npuscope " + r.command;
+    if (!r.model.empty()) s += " " + r.model;
+    if (!r.opt_level.empty()) s += " " + r.opt_level;
+    return s;
+  };
+  std::printf("performance compare\n  A: run %lld of %s (%s)\n  B: run %lld of %s (%s)\n", static_cast<long long>(run_a),
+              args.a.c_str(), describe(a).c_str(), static_cast<long long>(run_b), args.b.c_str(), describe(b).c_str());
+  auto mean = [&](bool side_b) {
+    int64_t sum = 0, n = 0;
+    for (const PerfStepPair& p : res.steps) {
+      const int64_t d = side_b ? p.dur_b : p.dur_a;
+      if (d >= 0) sum += d, ++n;
+    }
+    return std::make_pair(n ? sum / n : -1, n);
+  };
+  const auto [mean_a, n_a] = mean(false);
+  const auto [mean_b, n_b] = mean(true);
+  std::printf("\nSteps: A %lld recorded, B %lld recorded", static_cast<long long>(n_a), static_cast<long long>(n_b));
+  if (mean_a > 0 && mean_b > 0) {
+    std::printf("; mean step A %s, B %s, B / A %.2f\n", formatDuration(mean_a).c_str(), formatDuration(mean_b).c_str(),
+                static_cast<double>(mean_b) / static_cast<double>(mean_a));
+    const size_t show = std::min<size_t>(res.steps.size(), 10);
+    std::printf("  %-6s  %-8s %11s  %-8s %11s  %7s\n", "#", "step A", "A", "step B", "B", "B / A");
+    for (size_t i = 0; i < show; ++i) {
+      const PerfStepPair& p = res.steps[i];
+      std::printf("  %-6lld  %-8s %11s  %-8s %11s  %7s\n", static_cast<long long>(p.index),
+                  p.step_a >= 0 ? std::to_string(p.step_a).c_str() : "-", p.dur_a >= 0 ? formatDuration(p.dur_a).c_str() : "-",
+                  p.step_b >= 0 ? std::to_string(p.step_b).c_str() : "-", p.dur_b >= 0 ? formatDuration(p.dur_b).c_str() : "-",
+                  p.dur_a > 0 && p.dur_b >= 0
+                      ? std::to_string(static_cast<double>(p.dur_b) / static_cast<double>(p.dur_a)).substr(0, 4).c_str()
+                      : "-");
+    }
+    if (res.steps.size() > show) std::printf("  ... %zu more\n", res.steps.size() - show);
+  } else {
+    std::printf("\n");
+  }
+  std::printf("\nHost op time (self, summed): A %s, B %s\n", formatDuration(res.host_total_a).c_str(),
+              formatDuration(res.host_total_b).c_str());
+  printPerfRows("Host ops by name (total time, children included)", res.host, args.top);
+  if (!res.device.empty()) {
+    std::printf("\nDevice time: A %s (%s), B %s (%s)\n", formatDuration(res.device_total_a).c_str(), res.device_a.c_str(),
+                formatDuration(res.device_total_b).c_str(), res.device_b.c_str());
+    printPerfRows("Device tasks by name (real tasks: instance numbers dropped; model: the op's modeled time)", res.device,
+                  args.top);
+  }
+  if (!args.csv.empty()) {
+    std::ofstream out(args.csv);
+    if (!out) return ioError(args.csv + ": cannot write");
+    out << "kind,name,calls_a,total_a_ns,avg_a_ns,max_a_ns,calls_b,total_b_ns,avg_b_ns,max_b_ns,diff_ns,ratio\n";
+    for (const auto* rows : {&res.host, &res.device}) {
+      for (const PerfRow& r : *rows) {
+        std::string name = r.name;
+        if (name.find_first_of(",\"\n") != std::string::npos) {
+          std::string q = "\"";
+          for (char c : name) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+          name = q + "\"";
+        }
+        out << (rows == &res.host ? "host" : "device") << ',' << name << ',' << r.a.calls << ',' << r.a.total_ns << ','
+            << static_cast<int64_t>(r.a.avgNs()) << ',' << r.a.max_ns << ',' << r.b.calls << ',' << r.b.total_ns << ','
+            << static_cast<int64_t>(r.b.avgNs()) << ',' << r.b.max_ns << ',' << r.diffNs() << ',';
+        if (!r.onlyA() && !r.onlyB()) out << r.ratio();
+        out << '\n';
+      }
+    }
+    if (!out.flush()) return ioError(args.csv + ": write failed");
+    std::printf("\nwrote every row to %s\n", args.csv.c_str());
+  }
+  return Status::ok();
+}
 
 Status runCompare(const CompareArgs& args) {
   ASSIGN_OR_RETURN(auto ra, TraceReader::open(args.a));
@@ -171,6 +283,7 @@ Status runCompare(const CompareArgs& args) {
   } else {
     ASSIGN_OR_RETURN(run_b, resolveRun(*rb, args.run_b));
   }
+  if (args.perf) return runPerfCompare(args, *ra, run_a, *rb, run_b);
   compare::CompareOptions o;
   if (args.step >= 0) o.step = args.step;
   ASSIGN_OR_RETURN(compare::CompareResult res, compare::compareRuns(*ra, run_a, *rb, run_b, o));
@@ -252,6 +365,10 @@ void addDumpCommands(CLI::App& app, int& exit_code) {
   cmp->add_option("--step", cmp_args->step, "Only this step");
   cmp->add_option("--csv", cmp_args->csv, "Write every row as msprobe's CSV to this file");
   cmp->add_flag("--all", cmp_args->all, "Print passing rows too");
+  cmp->add_flag("--perf", cmp_args->perf,
+                "Compare performance instead of dumps: op and device-task times per name, and step times "
+                "(any two runs: recorded, imported torch_npu or Kineto)");
+  cmp->add_option("--top", cmp_args->top, "With --perf: rows per table (0: all)")->capture_default_str();
   cmp->callback([cmp_args, &exit_code] {
     const Status s = runCompare(*cmp_args);
     if (!s.isOk()) exit_code = fail(s);

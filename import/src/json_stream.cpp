@@ -19,6 +19,17 @@ struct GzCloser {
   void operator()(gzFile_s* f) const { gzclose(f); }
 };
 
+// Bytes that end a run of string content, and bytes that matter between strings.
+struct ByteTable {
+  bool t[256] = {};
+  constexpr ByteTable(const char* set) {
+    for (; *set; ++set) t[static_cast<unsigned char>(*set)] = true;
+  }
+  constexpr bool operator[](unsigned char c) const { return t[c]; }
+};
+constexpr ByteTable kStringStop("\"\\");
+constexpr ByteTable kStructural("\"{}[]");
+
 std::string where(const std::string& path, int64_t offset) {
   return path + ": byte " + std::to_string(offset);
 }
@@ -133,12 +144,18 @@ Status JsonEventStream::run(const std::string& path, const EventFn& on_event, co
         if (in_key) {
           key += c;
         } else {
-          // The closing quote, unless a backslash comes first (both searched up to the quote).
-          const void* q = std::memchr(p + i, '"', end - i);
-          size_t stop = q ? static_cast<size_t>(static_cast<const char*>(q) - p) : end;
-          if (const void* b = std::memchr(p + i, '\\', stop - i)) stop = static_cast<size_t>(static_cast<const char*>(b) - p);
-          i = stop - 1;
+          // Run to the closing quote or a backslash.
+          size_t k = i + 1;
+          while (k < end && !kStringStop[static_cast<unsigned char>(p[k])]) ++k;
+          i = k - 1;
         }
+        continue;
+      }
+      if (event_start >= 0 && !kStructural[static_cast<unsigned char>(c)]) {
+        // Inside an event only brackets and strings matter.
+        size_t k = i + 1;
+        while (k < end && !kStructural[static_cast<unsigned char>(p[k])]) ++k;
+        i = k - 1;
         continue;
       }
       switch (c) {

@@ -2,9 +2,23 @@
 
 #include <cctype>
 #include <cmath>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 
 namespace npuscope::import {
+
+void tracePhase(const char* what) {
+  static const bool on = std::getenv("NPUSCOPE_IMPORT_TRACE") != nullptr;
+  if (!on) return;
+  static const auto t0 = std::chrono::steady_clock::now();
+  long pages = 0, resident = 0;
+  std::ifstream("/proc/self/statm") >> pages >> resident;
+  std::fprintf(stderr, "import: %8.3f s  rss %7.1f MB  %s\n",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+               static_cast<double>(resident) * 4096 / 1048576, what);
+}
 
 std::optional<int64_t> microsToNs(std::string_view t) {
   auto blank = [](char c) { return c == ' ' || c == '\t' || c == '"' || c == '\r' || c == '\n'; };

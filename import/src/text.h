@@ -32,4 +32,8 @@ class CsvReader {
   int64_t line_ = 0;
 };
 
+// With NPUSCOPE_IMPORT_TRACE=1 in the environment: one stderr line per import phase, with the
+// time since the first call and the process's resident memory (for tuning; off by default).
+void tracePhase(const char* what);
+
 }  // namespace npuscope::import

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "npuscope/core/string_table.h"
+#include "chrome_parser.h"
+#include "text.h"
 #include "npuscope/core/trace_writer.h"
 
 namespace npuscope::import {
@@ -135,19 +137,48 @@ int64_t TraceModel::numericId(std::string_view text) {
 
 void TraceModel::skip(const std::string& what) { ++skipped_[what]; }
 
-uint32_t TraceModel::shapesOf(const EventFields& e) {
-  if (e.input_dims.empty()) return 0;
-  return StringTable::global().intern(e.dims_are_json ? normalizeDims(e.input_dims) : npuDims(e.input_dims));
+uint32_t TraceModel::laneOf(int64_t pid, int64_t tid) {
+  const std::pair<int64_t, int64_t> key{pid, tid};
+  if (last_lane_ != UINT32_MAX && key == last_lane_key_) return last_lane_;
+  auto [it, fresh] = lane_ids_.try_emplace(key, static_cast<uint32_t>(lanes_.size()));
+  if (fresh) lanes_.push_back(key);
+  last_lane_key_ = key;
+  last_lane_ = it->second;
+  return it->second;
 }
 
-uint32_t TraceModel::dtypesOf(const EventFields& e) {
-  if (e.input_dims.empty() && e.input_types.empty()) return 0;
-  return StringTable::global().intern(joinTypes(e.input_types, e.types_are_json));
+uint16_t TraceModel::catOf(std::string_view cat) {
+  if (cat.empty()) return 0;
+  auto it = cat_ids_.find(std::string(cat));
+  if (it != cat_ids_.end()) return it->second;
+  if (cats_.size() >= 65535) return 0;
+  cats_.emplace_back(cat);
+  const auto id = static_cast<uint16_t>(cats_.size() - 1);
+  cat_ids_.emplace(std::string(cat), id);
+  return id;
+}
+
+template <class Make>
+uint32_t TraceModel::cachedId(int kind, std::string_view raw, Make make) {
+  const uint64_t h = std::hash<std::string_view>()(raw) * 31 + static_cast<uint64_t>(kind);
+  auto range = cache_.equal_range(h);
+  for (auto it = range.first; it != range.second; ++it) {
+    if (cache_texts_[it->second.text] == raw) return it->second.id;
+  }
+  const uint32_t id = StringTable::global().intern(make());
+  cache_texts_.emplace_back(raw);
+  cache_.emplace(h, Cached{id, static_cast<uint32_t>(cache_texts_.size() - 1)});
+  return id;
 }
 
 void TraceModel::addEvent(const EventFields& e) {
   const int64_t pid = e.pid_is_number ? e.pid : numericId(e.pid_text);
   const int64_t tid = e.tid_is_number ? e.tid : numericId(e.tid_text);
+  // Categories decided without the process names: not kept at all.
+  if (e.cat == "python_function") {
+    skip("Python stack frames (python_function)");
+    return;
+  }
   if (e.ph == "M") {
     if (e.name == "process_name") process_names_[pid] = std::string(e.arg_name);
     if (e.name == "thread_name") thread_names_[{pid, tid}] = std::string(e.arg_name);
@@ -157,7 +188,7 @@ void TraceModel::addEvent(const EventFields& e) {
     // Launch flows link a host call to its device task; torch_npu's and Kineto's other flows
     // (fwdbwd, async_npu, async_task_queue) are relations npuscope derives itself.
     if (e.ph == "s" && (e.cat == "ac2g" || e.cat == "HostToDevice") && e.ts_ns) {
-      flow_starts_[std::string(e.id)] = FlowStart{tid, *e.ts_ns};
+      flow_starts_.push_back(FlowStart{linkKey(e.id), *e.ts_ns, laneOf(pid, tid)});
     }
     return;
   }
@@ -205,26 +236,31 @@ void TraceModel::addEvent(const EventFields& e) {
   Raw r;
   r.ts_ns = *e.ts_ns;
   r.dur_ns = std::max<int64_t>(0, e.dur_ns.value_or(0));
-  r.pid = pid;
-  r.tid = tid;
-  r.seq = e.seq.value_or(-1);
+  r.lane = laneOf(pid, tid);
+  r.seq = e.seq && *e.seq >= 0 && *e.seq <= INT32_MAX ? static_cast<int32_t>(*e.seq) : -1;
   r.link = e.correlation ? *e.correlation : e.connection.value_or(-1);
-  r.queue = e.queue_correlation.value_or(-1);
   r.external = e.external.value_or(-1);
-  r.device = static_cast<int32_t>(e.device.value_or(-1));
-  r.stream = static_cast<int32_t>(e.physic_stream ? *e.physic_stream : e.stream.value_or(-1));
+  r.device = static_cast<int16_t>(std::clamp<int64_t>(e.device.value_or(-1), -1, INT16_MAX));
+  r.stream = static_cast<int32_t>(std::clamp<int64_t>(e.physic_stream ? *e.physic_stream : e.stream.value_or(-1), -1,
+                                                      INT32_MAX));
+  const auto index = static_cast<uint32_t>(events_.size());
+  if (e.queue_correlation) queue_of_[index] = *e.queue_correlation;
   if (e.bytes) {
-    r.bytes = *e.bytes;
+    bytes_of_[index] = *e.bytes;
   } else if (e.count && !e.data_type.empty() && dtypeBytes(e.data_type) > 0) {
-    r.bytes = *e.count * dtypeBytes(e.data_type);
+    bytes_of_[index] = *e.count * dtypeBytes(e.data_type);
   }
   StringTable& strings = StringTable::global();
-  r.name_id = strings.intern(e.name);
-  r.cat_id = e.cat.empty() ? 0 : strings.intern(e.cat);
-  r.type_id = e.task_type.empty() ? 0 : strings.intern(e.task_type);
-  r.group_id = e.group.empty() ? 0 : strings.intern(e.group);
-  r.shapes_id = shapesOf(e);
-  r.dtypes_id = r.shapes_id ? dtypesOf(e) : 0;
+  if (!e.group.empty()) group_of_[index] = strings.intern(e.group);
+  r.name_id = cachedId(0, e.name, [&] { return std::string(e.name); });
+  r.cat = catOf(e.cat);
+  r.type_id = e.task_type.empty() ? 0 : cachedId(1, e.task_type, [&] { return std::string(e.task_type); });
+  if (!e.input_dims.empty()) {
+    r.shapes_id = cachedId(e.dims_are_json ? 2 : 3, e.input_dims,
+                           [&] { return e.dims_are_json ? normalizeDims(e.input_dims) : npuDims(e.input_dims); });
+    r.dtypes_id = cachedId(e.types_are_json ? 4 : 5, e.input_types,
+                           [&] { return joinTypes(e.input_types, e.types_are_json); });
+  }
   events_.push_back(r);
 }
 
@@ -232,11 +268,6 @@ Status TraceModel::classify() {
   if (classified_) return Status::ok();
   classified_ = true;
   StringTable& strings = StringTable::global();
-  // Names of the categories the classification asks about, once.
-  for (const Raw& r : events_) {
-    if (r.cat_id && !cat_names_.count(r.cat_id)) cat_names_.emplace(r.cat_id, std::string());
-  }
-  for (auto& [id, name] : cat_names_) name = strings.value(id);
   auto processName = [&](int64_t pid) -> std::string_view {
     auto it = process_names_.find(pid);
     return it == process_names_.end() ? std::string_view() : std::string_view(it->second);
@@ -245,14 +276,15 @@ Status TraceModel::classify() {
   bool any = !memory_.empty();
   for (size_t i = 0; i < events_.size(); ++i) {
     const Raw& r = events_[i];
-    const std::string_view cat = r.cat_id ? std::string_view(cat_names_[r.cat_id]) : std::string_view();
-    const std::string_view process = processName(r.pid);
+    const std::string_view cat = cats_[r.cat];
+    const auto& [pid, tid] = lanes_[r.lane];
+    const std::string_view process = processName(pid);
     if (process == "Overlap Analysis") {
       skip("events of torch_npu's Overlap Analysis lanes (derived; npuscope recomputes them)");
     } else if (process == "Ascend Hardware") {
       kind_[i] = kTask;
     } else if (process == "HCCL") {
-      auto t = thread_names_.find({r.pid, r.tid});
+      auto t = thread_names_.find({pid, tid});
       if (t != thread_names_.end() && t->second.rfind("Group", 0) == 0) {
         kind_[i] = kCommTask;
       } else {
@@ -260,8 +292,6 @@ Status TraceModel::classify() {
       }
     } else if (!deviceTaskType(cat).empty()) {
       kind_[i] = kTask;
-    } else if (cat == "python_function") {
-      skip("Python stack frames (python_function)");
     } else if (cat == "gpu_user_annotation") {
       skip("GPU-side annotations (gpu_user_annotation)");
     } else if (cat == "Trace") {
@@ -284,15 +314,17 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
   StringTable& strings = StringTable::global();
   const bool ascend = source_ == "torch_npu";
   std::vector<uint8_t>& kind = kind_;
-  auto& cat_names = cat_names_;
+  auto tidOf = [&](const Raw& r) { return lanes_[r.lane].second; };
+  auto catOfEvent = [&](size_t i) -> const std::string& { return cats_[events_[i].cat]; };
 
+  tracePhase("classified");
   // 2. Host ops: per thread, in start order (longer first at equal starts), nested by time.
   std::map<int64_t, std::vector<uint32_t>> by_thread;
   for (size_t i = 0; i < events_.size(); ++i) {
-    if (kind[i] == kHost) by_thread[events_[i].tid].push_back(static_cast<uint32_t>(i));
+    if (kind[i] == kHost) by_thread[tidOf(events_[i])].push_back(static_cast<uint32_t>(i));
   }
-  std::vector<int64_t> op_id(events_.size(), -1);  // raw index -> op id
-  std::vector<int64_t> parent_of(events_.size(), -1);  // raw index -> raw index of the parent
+  std::vector<int32_t> op_id(events_.size(), -1);      // raw index -> op id
+  std::vector<int32_t> parent_of(events_.size(), -1);  // raw index -> raw index of the parent
   std::vector<int16_t> depth_of(events_.size(), 0);
   std::vector<uint8_t> backward(events_.size(), 0);
   // Threads by their first op, so ids follow time roughly across threads.
@@ -315,9 +347,9 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
       const Raw& r = events_[i];
       // An op ended at or before this start holds nothing more (zero-length ops hold nothing).
       while (!stack.empty() && events_[stack.back()].ts_ns + events_[stack.back()].dur_ns <= r.ts_ns) stack.pop_back();
-      op_id[i] = next_id++;
+      op_id[i] = static_cast<int32_t>(next_id++);
       if (!stack.empty()) {
-        parent_of[i] = stack.back();
+        parent_of[i] = static_cast<int32_t>(stack.back());
         depth_of[i] = static_cast<int16_t>(std::min<size_t>(stack.size(), 32767));
         backward[i] = backward[stack.back()];
       }
@@ -330,6 +362,7 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
     }
   }
 
+  tracePhase("nested");
   // 3. Steps from ProfilerStep#N.
   struct Step {
     int64_t n, start, end;
@@ -358,20 +391,39 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
   };
 
   // 4. Launch links: host calls by correlation / connection id, and launch flows' start points.
-  std::unordered_map<int64_t, uint32_t> launcher;  // link -> raw index of the host call
+  // link -> raw index of the host call, as a sorted vector (a hash map costs 3x the memory).
+  std::vector<std::pair<int64_t, uint32_t>> launcher;
   for (size_t i = 0; i < events_.size(); ++i) {
-    if (kind[i] != kHost || events_[i].link < 0) continue;
-    auto [it, fresh] = launcher.try_emplace(events_[i].link, static_cast<uint32_t>(i));
-    if (!fresh && depth_of[i] > depth_of[it->second]) it->second = static_cast<uint32_t>(i);
+    if (kind[i] == kHost && events_[i].link >= 0) launcher.emplace_back(events_[i].link, static_cast<uint32_t>(i));
   }
+  // Equal links: the deepest call first (the innermost is the launch).
+  std::sort(launcher.begin(), launcher.end(), [&](const auto& x, const auto& y) {
+    return x.first != y.first ? x.first < y.first : depth_of[x.second] > depth_of[y.second];
+  });
+  launcher.erase(std::unique(launcher.begin(), launcher.end(),
+                             [](const auto& x, const auto& y) { return x.first == y.first; }),
+                 launcher.end());
+  auto findLauncher = [&](int64_t link) -> int64_t {
+    auto it = std::lower_bound(launcher.begin(), launcher.end(), std::make_pair(link, uint32_t{0}),
+                               [](const auto& x, const auto& y) { return x.first < y.first; });
+    return it != launcher.end() && it->first == link ? static_cast<int64_t>(it->second) : int64_t{-1};
+  };
   // Kineto (and npuscope's export) also give a task the External id of the operator it belongs
-  // to: the fallback when no launch call carries the task's correlation.
+  // to: the fallback when no launch call carries the task's correlation. Built on first need.
   std::unordered_map<int64_t, uint32_t> by_external;
-  for (size_t i = 0; i < events_.size(); ++i) {
-    if (kind[i] != kHost || events_[i].external < 0) continue;
-    auto [it, fresh] = by_external.try_emplace(events_[i].external, static_cast<uint32_t>(i));
-    if (!fresh && depth_of[i] < depth_of[it->second]) it->second = static_cast<uint32_t>(i);
-  }
+  bool by_external_built = false;
+  auto byExternal = [&](int64_t external) -> int64_t {
+    if (!by_external_built) {
+      by_external_built = true;
+      for (size_t i = 0; i < events_.size(); ++i) {
+        if (kind[i] != kHost || events_[i].external < 0) continue;
+        auto [it, fresh] = by_external.try_emplace(events_[i].external, static_cast<uint32_t>(i));
+        if (!fresh && depth_of[i] < depth_of[it->second]) it->second = static_cast<uint32_t>(i);
+      }
+    }
+    auto it = by_external.find(external);
+    return it == by_external.end() ? int64_t{-1} : static_cast<int64_t>(it->second);
+  };
   auto innermostAt = [&](int64_t tid, int64_t ts) -> int64_t {
     auto t = by_thread.find(tid);
     if (t == by_thread.end()) return -1;
@@ -390,25 +442,31 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
     }
     return -1;
   };
-  for (auto& [id_text, flow] : flow_starts_) {
-    char* end = nullptr;
-    const long long key = std::strtoll(id_text.c_str(), &end, 10);
-    const int64_t link = (end && *end == '\0') ? key : static_cast<int64_t>(std::hash<std::string>()(id_text) >> 1);
-    if (launcher.count(link)) continue;
-    const int64_t at = innermostAt(flow.tid, flow.ts_ns);
-    if (at >= 0) launcher.emplace(link, static_cast<uint32_t>(at));
+  // Launch flows whose id no host call carries: the innermost host op around the flow's start.
+  std::vector<std::pair<int64_t, uint32_t>> from_flows;
+  for (const FlowStart& flow : flow_starts_) {
+    if (findLauncher(flow.link) >= 0) continue;
+    const int64_t at = innermostAt(lanes_[flow.lane].second, flow.ts_ns);
+    if (at >= 0) from_flows.emplace_back(flow.link, static_cast<uint32_t>(at));
   }
+  if (!from_flows.empty()) {
+    launcher.insert(launcher.end(), from_flows.begin(), from_flows.end());
+    std::stable_sort(launcher.begin(), launcher.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    launcher.erase(std::unique(launcher.begin(), launcher.end(),
+                               [](const auto& x, const auto& y) { return x.first == y.first; }),
+                   launcher.end());
+  }
+  flow_starts_ = {};
   // torch_npu's task queue: a launch made on the dequeue thread belongs to the op that enqueued it.
   std::unordered_map<int64_t, uint32_t> enqueue_of;
-  for (size_t i = 0; i < events_.size(); ++i) {
-    if (kind[i] == kHost && events_[i].queue >= 0 && cat_names[events_[i].cat_id] == "enqueue") {
-      enqueue_of.emplace(events_[i].queue, static_cast<uint32_t>(i));
-    }
+  for (auto& [i, queue] : queue_of_) {
+    if (kind[i] == kHost && catOfEvent(i) == "enqueue") enqueue_of.emplace(queue, i);
   }
   auto launchingOp = [&](int64_t i) -> int64_t {
     for (int64_t a = i; a >= 0; a = parent_of[a]) {
-      if (events_[a].queue >= 0 && cat_names[events_[a].cat_id] == "dequeue") {
-        auto e = enqueue_of.find(events_[a].queue);
+      const int64_t queue = sideInt(queue_of_, static_cast<size_t>(a));
+      if (queue >= 0 && catOfEvent(static_cast<size_t>(a)) == "dequeue") {
+        auto e = enqueue_of.find(queue);
         if (e != enqueue_of.end()) return parent_of[e->second] >= 0 ? parent_of[e->second] : e->second;
         break;
       }
@@ -416,6 +474,7 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
     return i;
   };
 
+  tracePhase("linked");
   // 5. Run.
   int64_t first = INT64_MAX, last = INT64_MIN;
   for (size_t i = 0; i < events_.size(); ++i) {
@@ -462,7 +521,7 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
       o.start_ns = r.ts_ns;
       o.dur_ns = r.dur_ns;
       o.seq_nr = r.seq >= 0 ? r.seq : -1;
-      o.thread_id = static_cast<uint64_t>(r.tid);
+      o.thread_id = static_cast<uint64_t>(tidOf(r));
       o.step = static_cast<int32_t>(stepAt(r.ts_ns));
       o.name_id = r.name_id;
       o.shapes_id = r.shapes_id;
@@ -485,6 +544,7 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
     writer.addStep(rec);
     ++summary->steps;
   }
+  tracePhase("ops handed to the writer");
   // Device tasks.
   std::vector<DeviceTaskRecord> tasks;
   tasks.reserve(4096);
@@ -497,32 +557,30 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
     t.dur_ns = r.dur_ns;
     t.name_id = r.name_id;
     t.correlation = r.link;
-    t.bytes = r.bytes;
+    t.bytes = sideInt(bytes_of_, i);
+    const auto& [pid, tid] = lanes_[r.lane];
     t.shapes_id = r.shapes_id;
     if (kind[i] == kCommTask) {
       t.device = default_device_;
-      t.stream = 1000 + static_cast<int32_t>(r.tid);  // communication groups: streams from 1000
+      t.stream = 1000 + static_cast<int32_t>(tid);  // communication groups: streams from 1000
       t.type_id = strings.intern("HCCL");
-      t.comm_group = thread_names_[{r.pid, r.tid}];
+      t.comm_group = thread_names_[{pid, tid}];
     } else if (ascend) {
       t.device = default_device_;
-      t.stream = r.stream >= 0 ? r.stream : static_cast<int32_t>(r.tid);
+      t.stream = r.stream >= 0 ? r.stream : static_cast<int32_t>(tid);
       t.type_id = r.type_id ? r.type_id : strings.intern("task");
     } else {
-      t.device = r.device >= 0 ? r.device : static_cast<int32_t>(r.pid);
-      t.stream = r.stream >= 0 ? r.stream : static_cast<int32_t>(r.tid);
-      t.type_id = r.type_id ? r.type_id : strings.intern(deviceTaskType(cat_names[r.cat_id]));
+      t.device = r.device >= 0 ? r.device : static_cast<int32_t>(pid);
+      t.stream = r.stream >= 0 ? r.stream : static_cast<int32_t>(tid);
+      t.type_id = r.type_id ? r.type_id : strings.intern(deviceTaskType(cats_[r.cat]));
     }
     int64_t launch = -1;
     if (r.link >= 0) {
-      auto it = launcher.find(r.link);
-      if (it != launcher.end()) launch = launchingOp(it->second);
+      const int64_t at = findLauncher(r.link);
+      if (at >= 0) launch = launchingOp(at);
     }
-    if (launch < 0 && r.external >= 0) {
-      auto it = by_external.find(r.external);
-      if (it != by_external.end()) launch = it->second;
-    }
-    if (r.group_id) t.comm_group = strings.value(r.group_id);
+    if (launch < 0 && r.external >= 0) launch = byExternal(r.external);
+    if (auto g = group_of_.find(static_cast<uint32_t>(i)); g != group_of_.end()) t.comm_group = strings.value(g->second);
     if (launch >= 0) {
       t.op_id = op_id[launch];
       t.step = stepAt(events_[launch].ts_ns);
@@ -543,6 +601,7 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
   summary->memory_samples = static_cast<int64_t>(memory_.size());
   if (!memory_.empty()) writer.addMemory(std::vector<MemoryRecord>(memory_));
 
+  tracePhase("tasks handed to the writer");
   // Notes: what was skipped, once per kind.
   for (auto& [what, n] : skipped_) summary->notes.push_back(std::to_string(n) + " " + what + " skipped");
   if (memory_events_cpu_ > 0) {
@@ -559,6 +618,7 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
   results["skipped"] = nlohmann::json::object();
   for (auto& [what, n] : skipped_) results["skipped"][what] = n;
   RETURN_IF_ERROR(writer.flush());
+  tracePhase("written");
   return writer.endRun("completed", results.dump(), last);
 }
 

@@ -65,20 +65,33 @@ class TraceModel {
   int64_t rank() const { return rank_; }
 
  private:
+  // One kept event: 64 bytes; rarer fields live in side tables keyed by the event's index.
   struct Raw {
     int64_t ts_ns = 0, dur_ns = 0;
-    int64_t pid = 0, tid = 0;
-    int64_t seq = -1, link = -1, queue = -1, external = -1, bytes = -1;
-    int32_t device = -1, stream = -1;
-    uint32_t name_id = 0, cat_id = 0, shapes_id = 0, dtypes_id = 0, type_id = 0, group_id = 0;
+    int64_t link = -1, external = -1;  // correlation / connection_id, External id
+    uint32_t lane = 0;                 // lanes_ index: (pid, tid)
+    int32_t seq = -1;
+    int32_t stream = -1;
+    uint32_t name_id = 0, shapes_id = 0, dtypes_id = 0, type_id = 0;
+    uint16_t cat = 0;                  // cats_ index, 0: none
+    int16_t device = -1;
   };
   struct FlowStart {
-    int64_t tid = 0, ts_ns = 0;
+    int64_t link = 0, ts_ns = 0;
+    uint32_t lane = 0;
   };
 
+  uint32_t laneOf(int64_t pid, int64_t tid);
+  uint16_t catOf(std::string_view cat);
+  // StringTable id of `raw` after `make` (normalisation), cached by the raw text: most events
+  // repeat a few names, shape lists and type lists.
+  template <class Make>
+  uint32_t cachedId(int kind, std::string_view raw, Make make);
+  int64_t sideInt(const std::unordered_map<uint32_t, int64_t>& m, size_t i) const {
+    auto it = m.find(static_cast<uint32_t>(i));
+    return it == m.end() ? -1 : it->second;
+  }
   int64_t numericId(std::string_view text);
-  uint32_t shapesOf(const EventFields& e);
-  uint32_t dtypesOf(const EventFields& e);
 
   std::string source_, path_;
   std::string metadata_json_ = "{}";
@@ -90,14 +103,28 @@ class TraceModel {
   std::unordered_map<int64_t, std::string> process_names_;
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names_;
   std::unordered_map<std::string, int64_t> text_ids_;       // string pids / tids -> numbers
-  std::unordered_map<std::string, FlowStart> flow_starts_;  // launch flows (ac2g, HostToDevice) by id
+  std::vector<FlowStart> flow_starts_;  // launch flows (ac2g, HostToDevice)
+  std::vector<std::pair<int64_t, int64_t>> lanes_;  // (pid, tid)
+  std::map<std::pair<int64_t, int64_t>, uint32_t> lane_ids_;
+  uint32_t last_lane_ = UINT32_MAX;
+  std::pair<int64_t, int64_t> last_lane_key_;
+  std::vector<std::string> cats_{""};
+  std::unordered_map<std::string, uint16_t> cat_ids_;
+  struct Cached {
+    uint32_t id;
+    uint32_t text;  // cache_texts_ index
+  };
+  std::unordered_multimap<uint64_t, Cached> cache_;
+  std::vector<std::string> cache_texts_;
+  std::unordered_map<uint32_t, int64_t> queue_of_, bytes_of_;  // event index -> task-queue id / bytes
+  std::unordered_map<uint32_t, uint32_t> group_of_;            // event index -> StringTable id
   std::map<std::string, int64_t> skipped_;                  // what was skipped -> count
   std::vector<std::string> extra_notes_;
   int64_t memory_events_cpu_ = 0;
   enum Kind : uint8_t { kHost, kTask, kCommTask, kSkip };
   bool classified_ = false;
   std::vector<uint8_t> kind_;                           // per event
-  std::unordered_map<uint32_t, std::string> cat_names_;  // category id -> text
+
 };
 
 }  // namespace npuscope::import

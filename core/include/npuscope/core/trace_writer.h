@@ -36,6 +36,9 @@ class TraceWriter {
     size_t max_queued_buffers = 256;  // 256 x 4096 op records in flight at most
     // Tensor-dump payload bytes queued at most; addTensorDumps waits beyond it (never drops).
     size_t max_queued_dump_bytes = size_t{256} << 20;
+    // SQLite's page cache of the writing connection: the indexes of a long run outgrow the
+    // default 2 MB; an importer, which writes no indexed hot path, takes less.
+    int64_t page_cache_kib = 65536;
   };
 
   // Opens (creating or migrating) `path` and starts the writer thread.
@@ -71,7 +74,8 @@ class TraceWriter {
   // max_queued_dump_bytes of stored payload are queued, so a dump cannot outgrow memory; dump
   // records are never dropped.
   void addTensorDumps(std::vector<TensorDumpRecord>&& batch);
-  // Device tasks of an imported trace; their op ids are those of the run's op records.
+  // Device tasks of an imported trace; their op ids are those of the run's op records. Waits
+  // while 64k task records are still queued.
   void addDeviceTasks(std::vector<DeviceTaskRecord>&& batch);
 
   // Waits until everything queued so far is committed.
@@ -113,7 +117,7 @@ class TraceWriter {
   Status writeMemory(const MemoryRecord& m);
   void bindMemory(sqlite3_stmt* st, int first, const MemoryRecord& m);  // parameters first+1..first+5
   Status writeTensorDump(const TensorDumpRecord& d);
-  Status writeDeviceTask(const DeviceTaskRecord& t);
+  Status bindDeviceTask(sqlite3_stmt* st, int base, const DeviceTaskRecord& t);  // parameters base+1..base+13
   Status commit();
   // The checkpointer: copies committed WAL pages into the database on its own connection and
   // thread, so the writer's commits never wait for a checkpoint and its fsyncs.
@@ -125,7 +129,8 @@ class TraceWriter {
   Options options_;
   static constexpr size_t kOpsPerInsert = 32;  // rows per multi-row INSERT of ops
   static constexpr size_t kMemoryPerInsert = 32;  // and of memory samples
-  ScopedStmt insert_op_, insert_ops_, insert_block_, insert_step_, insert_overflow_, insert_memory_, insert_memories_, insert_dump_, insert_task_, insert_string_, insert_run_,
+  static constexpr size_t kTasksPerInsert = 32;   // and of device tasks
+  ScopedStmt insert_op_, insert_ops_, insert_block_, insert_step_, insert_overflow_, insert_memory_, insert_memories_, insert_dump_, insert_task_, insert_tasks_, insert_string_, insert_run_,
       end_run_, begin_, commit_;
 
   // After the first write error (writer thread only): the reason the run failed, whether the
@@ -142,6 +147,7 @@ class TraceWriter {
   size_t queued_buffers_ = 0;
   size_t pending_records_ = 0;     // op records queued or being written
   size_t pending_dump_bytes_ = 0;  // tensor-dump payload bytes queued or being written
+  size_t pending_tasks_ = 0;       // device task records queued or being written
   OpBuffer* open_tail_ = nullptr;  // the newest queued buffer, which partial buffers may join
   uint64_t enqueued_seq_ = 0, committed_seq_ = 0;
   bool stop_ = false;
