@@ -33,6 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)(*reader)->threads(run.id);
     (void)(*reader)->stepDeviceTimes(run.id);
     (void)(*reader)->memoryPeaks(run.id);
+    (void)(*reader)->deviceTasks(run.id, {}, 100);
+    (void)(*reader)->deviceTaskAggregates(run.id);
     npuscope::OpAggregateQuery q;
     q.run_id = run.id;
     (void)(*reader)->opAggregates(q);

@@ -4,6 +4,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -109,12 +113,84 @@ StatusOr<std::vector<RankSource>> sourcesOf(const std::string& path) {
   return ranks;
 }
 
+// Reading runs on two threads: one scans the file and copies its events into batches, this one
+// parses them and fills the model (a bounded queue of batches between them).
+struct EventBatch {
+  struct Event {
+    uint32_t at, size;
+    int64_t offset;
+  };
+  std::string text;  // the events' bytes back to back, padded for simdjson
+  std::vector<Event> events;
+};
+
 Status readChrome(const std::string& file, TraceModel& model, JsonEventStream& stream,
                   const JsonEventStream::ProgressFn& progress) {
+  constexpr size_t kBatchBytes = size_t{1} << 20;
+  constexpr size_t kQueued = 4;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::unique_ptr<EventBatch>> queue;
+  bool scanned = false, stop = false;
+  Status scan_status;
+  auto push = [&](std::unique_ptr<EventBatch> b) {
+    b->text.append(JsonEventStream::kPadding, ' ');
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return queue.size() < kQueued || stop; });
+    queue.push_back(std::move(b));
+    cv.notify_all();
+  };
+  std::thread scanner([&] {
+    auto batch = std::make_unique<EventBatch>();
+    Status s = stream.run(
+        file,
+        [&](const char* text, size_t size, int64_t offset) -> Status {
+          if (size > UINT32_MAX) return invalidArgument(file + ": byte " + std::to_string(offset) + ": an event of 4 GB");
+          batch->events.push_back({static_cast<uint32_t>(batch->text.size()), static_cast<uint32_t>(size), offset});
+          batch->text.append(text, size);
+          batch->text.push_back('\n');
+          if (batch->text.size() >= kBatchBytes) {
+            push(std::move(batch));
+            batch = std::make_unique<EventBatch>();
+            std::lock_guard<std::mutex> lock(mu);
+            if (stop) return failedPrecondition("stopped");
+          }
+          return Status::ok();
+        },
+        progress);
+    if (s.isOk() && !batch->events.empty()) push(std::move(batch));
+    std::lock_guard<std::mutex> lock(mu);
+    scan_status = s;
+    scanned = true;
+    cv.notify_all();
+  });
   ChromeEventParser parser;
-  return stream.run(
-      file, [&](const char* text, size_t size, int64_t offset) { return parser.parse(text, size, offset, file, model); },
-      progress);
+  Status parse_status;
+  for (;;) {
+    std::unique_ptr<EventBatch> b;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return !queue.empty() || scanned; });
+      if (queue.empty()) break;
+      b = std::move(queue.front());
+      queue.pop_front();
+      cv.notify_all();
+    }
+    for (const EventBatch::Event& e : b->events) {
+      parse_status = parser.parse(b->text.data() + e.at, e.size, e.offset, file, model);
+      if (!parse_status.isOk()) break;
+    }
+    if (!parse_status.isOk()) {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+      cv.notify_all();
+      break;
+    }
+  }
+  scanner.join();
+  // The first error in file order: a parse error stops the scanner, which then reports "stopped".
+  if (!parse_status.isOk()) return parse_status;
+  return scan_status;
 }
 
 // Kineto's top-level members: rank and world size, the time base, the rest as the run's metadata.

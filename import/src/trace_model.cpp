@@ -267,7 +267,6 @@ void TraceModel::addEvent(const EventFields& e) {
 Status TraceModel::classify() {
   if (classified_) return Status::ok();
   classified_ = true;
-  StringTable& strings = StringTable::global();
   auto processName = [&](int64_t pid) -> std::string_view {
     auto it = process_names_.find(pid);
     return it == process_names_.end() ? std::string_view() : std::string_view(it->second);

@@ -1,0 +1,117 @@
+// npuscope import / report / compare --perf on imported traces, as a user runs them.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli_run.h"
+
+namespace {
+
+const std::string kAscend = std::string(NPUSCOPE_TRACES) + "/ascend_alexnet_rank0_ascend_pt";
+
+TEST(CliImport, TorchNpuFolderReportsAndComparesWithItself) {
+  const std::string db = scratchPath("npu.db");
+  CliRun r = run("import -q '" + kAscend + "' --db " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("1885 host ops, 539 device tasks (537 linked"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("import: 1282 Python stack frames (python_function) skipped"), std::string::npos) << r.out;
+
+  r = run("report " + db + " --top 5");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("imported from torch_npu: " + kAscend + "  (rank 0)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Device tasks by total time, top 5 of"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("device (real) busy"), std::string::npos) << r.out;
+
+  r = run("report " + db + " --json", false);
+  ASSERT_EQ(r.exit_code, 0);
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["run"]["source"], "torch_npu");
+  EXPECT_EQ(j["steps_device"], "real");
+  int64_t tasks = 0;
+  for (const auto& t : j["device_tasks"]) tasks += t["calls"].get<int64_t>();
+  EXPECT_EQ(tasks, 539);
+
+  // The same trace twice in one file: every name on both sides, every ratio 1.
+  ASSERT_EQ(run("import -q '" + kAscend + "' --db " + db).exit_code, 0);
+  r = run("compare --perf " + db + " " + db + " --top 3 --csv " + db + ".csv");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("mean step A 155.986ms, B 155.986ms, B / A 1.00"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0 names only in A, 0 only in B"), std::string::npos) << r.out;
+  std::ifstream csv(db + ".csv");
+  std::string line;
+  int rows = 0, ones = 0;
+  std::getline(csv, line);
+  EXPECT_EQ(line, "kind,name,calls_a,total_a_ns,avg_a_ns,max_a_ns,calls_b,total_b_ns,avg_b_ns,max_b_ns,diff_ns,ratio");
+  while (std::getline(csv, line)) {
+    ++rows;
+    ones += line.size() > 2 && line.substr(line.size() - 2) == ",1";
+  }
+  EXPECT_GT(rows, 200);
+  EXPECT_EQ(ones, rows) << "every row's ratio is 1";
+}
+
+TEST(CliImport, BadPathIsOneLine) {
+  const CliRun r = run("import /nonexistent/trace.json --db " + scratchPath("x.db"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "npuscope: error: /nonexistent/trace.json: no such file or folder\n");
+}
+
+// Ctrl-C while a large trace is read: exit 130 at once, one line, no trace file.
+TEST(CliImport, InterruptLeavesNoFile) {
+  const std::string json = scratchPath("big.json"), db = scratchPath("big.db");
+  {
+    std::ofstream out(json);
+    out << "{\"traceEvents\": [\n";
+    const std::string ev = R"({"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1.5, "dur": 0.5,)"
+                           R"( "args": {"Input Dims": [[64, 1024], [64, 1024], []], "Input type": ["float", "float", "Scalar"]}},)";
+    std::string block;
+    for (int i = 0; i < 4096; ++i) block += ev + "\n";
+    for (int i = 0; i < 700; ++i) out << block;  // ~500 MB: seconds of reading
+    out << ev.substr(0, ev.size() - 1) << "]}\n";
+  }
+  int err[2];
+  ASSERT_EQ(pipe(err), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(err[1], 2);
+    close(err[0]);
+    setenv("NPUSCOPE_IMPORT_TRACE", "1", 1);
+    execl(NPUSCOPE_CLI, NPUSCOPE_CLI, "import", "-q", json.c_str(), "--db", db.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(err[1]);
+  // Wait for the import to start reading (its first trace line), then interrupt it.
+  std::string text;
+  char buf[256];
+  while (text.find("start") == std::string::npos) {
+    const ssize_t n = read(err[0], buf, sizeof buf);
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ASSERT_NE(text.find("start"), std::string::npos) << text;
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto t0 = std::chrono::steady_clock::now();
+  kill(pid, SIGINT);
+  ssize_t n;
+  while ((n = read(err[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(WIFEXITED(status)) << text;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << text;
+  EXPECT_LE(secs, 2.0);
+  EXPECT_NE(text.find("npuscope: error: " + json + ": import interrupted"), std::string::npos) << text;
+  struct stat st {};
+  EXPECT_NE(::stat(db.c_str(), &st), 0) << "no trace file";
+  std::remove(json.c_str());
+}
+
+}  // namespace
