@@ -3,8 +3,8 @@
 #   thread            core's tests (the multi-producer trace writer, its checkpointer) and the
 #                     dumper's multi-threaded file writers under ThreadSanitizer; libtorch is
 #                     not instrumented, so torch code is left to ASan/UBSan
-#   address           AddressSanitizer + UBSan over the core, device, profiler, dumper and CLI
-#                     tests (the CLI tests run the instrumented npuscope binary)
+#   address           AddressSanitizer + UBSan over the core, import, device, profiler, dumper and
+#                     CLI tests (the CLI tests run the instrumented npuscope binary)
 # Usage: scripts/sanitize.sh [thread|address] (default: both)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,13 +29,13 @@ fi
 
 if [[ $which == all || $which == address ]]; then
   cmake -S . -B build-asan "${common[@]}" -DNPUSCOPE_SANITIZE=address,undefined >/dev/null
-  targets=(test_core test_device_runtime test_npu_tensors test_profiler test_dump_compare test_dumper
-           test_cli_train test_cli_report test_cli_dump test_cli_faults)
+  targets=(test_core test_import test_device_runtime test_npu_tensors test_profiler test_dump_compare test_dumper
+           test_cli_train test_cli_report test_cli_dump test_cli_faults test_cli_import)
   cmake --build build-asan --target "${targets[@]}"
   # libtorch itself is not built with ASan: leaks inside it are not ours.
   export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   # Only the targets built above: the other executables' tests are listed as *_NOT_BUILT.
   ctest --test-dir build-asan -j 2 --timeout 900 --output-on-failure -E '_NOT_BUILT$' \
-        -L '^(core|device|profiler|dumper|cli)$'
+        -L '^(core|import|device|profiler|dumper|cli)$'
   echo "sanitize: AddressSanitizer + UBSan passed"
 fi

@@ -90,6 +90,17 @@ void appendMicros(std::string& out, int64_t ns) {
 }
 
 // A finite double as a JSON number, anything else as a string ("nan", "inf").
+// The numbers after "pid": of a complete event: pid, tid, ts and dur (µs with ns decimals).
+void appendPlacement(std::string& s, int64_t pid, int64_t tid, int64_t ts_ns, int64_t dur_ns) {
+  appendInt(s, pid);
+  s += ",\"tid\":";
+  appendInt(s, tid);
+  s += ",\"ts\":";
+  appendMicros(s, ts_ns);
+  s += ",\"dur\":";
+  appendMicros(s, dur_ns);
+}
+
 void appendDouble(std::string& out, double v) {
   char buf[40];
   if (!std::isfinite(v)) {
@@ -535,13 +546,7 @@ Status ChromeTraceExporter::emitRealTask(const DeviceTaskRow& t) {
   s += "\",\"name\":";
   appendJsonString(s, t.name);
   s += ",\"pid\":";
-  appendInt(s, kDevicePidBase + t.device);
-  s += ",\"tid\":";
-  appendInt(s, t.stream);
-  s += ",\"ts\":";
-  appendMicros(s, t.start_ns - base_);
-  s += ",\"dur\":";
-  appendMicros(s, t.dur_ns);
+  appendPlacement(s, kDevicePidBase + t.device, t.stream, t.start_ns - base_, t.dur_ns);
   s += ",\"args\":{\"device\":";
   appendInt(s, t.device);
   s += ",\"stream\":";
@@ -637,13 +642,7 @@ void ChromeTraceExporter::renderDeviceTask(DeviceTask& t) const {
   s += "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":";
   appendJsonString(s, t.name);
   s += ",\"pid\":";
-  appendInt(s, kDevicePidBase + t.device);
-  s += ",\"tid\":";
-  appendInt(s, kDeviceTidBase + t.device);
-  s += ",\"ts\":";
-  appendMicros(s, t.start - base_);
-  s += ",\"dur\":";
-  appendMicros(s, t.dur);
+  appendPlacement(s, kDevicePidBase + t.device, kDeviceTidBase + t.device, t.start - base_, t.dur);
   s += ",\"args\":{\"External id\":";
   appendInt(s, t.op_id);
   s += ",\"Host thread\":";
@@ -713,13 +712,7 @@ Status ChromeTraceExporter::emitHost(HostTrack& track, const HostItem& item) {
     s += "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#";
     appendInt(s, st.step);
     s += "\",\"pid\":";
-    appendInt(s, kHostPid);
-    s += ",\"tid\":";
-    appendInt(s, track.tid());
-    s += ",\"ts\":";
-    appendMicros(s, item.start - base_);
-    s += ",\"dur\":";
-    appendMicros(s, end - item.start);
+    appendPlacement(s, kHostPid, track.tid(), item.start - base_, end - item.start);
     s += ",\"args\":{\"Step\":";
     appendInt(s, st.step);
     if (st.loss) s += ",\"Loss\":", appendDouble(s, *st.loss);
@@ -739,13 +732,7 @@ Status ChromeTraceExporter::emitHost(HostTrack& track, const HostItem& item) {
   s += "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":";
   s += strings_.name(op.name);
   s += ",\"pid\":";
-  appendInt(s, kHostPid);
-  s += ",\"tid\":";
-  appendInt(s, track.tid());
-  s += ",\"ts\":";
-  appendMicros(s, item.start - base_);
-  s += ",\"dur\":";
-  appendMicros(s, end - item.start);
+  appendPlacement(s, kHostPid, track.tid(), item.start - base_, end - item.start);
   s += ",\"args\":{\"External id\":";
   appendInt(s, op.id);
   if (op.parent_id >= 0) s += ",\"Parent id\":", appendInt(s, op.parent_id);

@@ -163,6 +163,7 @@ Status JsonEventStream::run(const std::string& path, const EventFn& on_event, co
           if (c == ',' && depth == 1 && !bare_array_) key_pending = true;
           break;
         case '"':
+          if (!started) return invalidArgument(where(path, base + static_cast<int64_t>(i)) + ": not JSON (expected { or [)");
           in_string = true;
           if (depth == 1 && !bare_array_ && key_pending) {
             in_key = true;

@@ -33,7 +33,9 @@ int runImport(const ImportOptions& o) {
   const std::string db = o.db.empty() ? defaultDb(o.path) : o.db;
   auto format = import::detectFormat(o.path);
   if (!format.isOk()) return fail(format.status().message());
-  // Ctrl-C / SIGTERM: the import stops at its next chunk; the rank being read is not written.
+  // Ctrl-C / SIGTERM: the import stops at its next chunk; the rank being read is not written. A
+  // run being written (the last seconds of an import) is finished first; a second signal ends the
+  // process at once (the run is then ended failed when the file is next opened for writing).
   g_stop = 0;
   for (int sig : {SIGINT, SIGTERM}) {
     std::signal(sig, [](int s) {
@@ -56,12 +58,12 @@ int runImport(const ImportOptions& o) {
   };
   auto summary = import::importPath(o.path, db, options);
   if (!o.quiet && tty && last_pct >= 0) std::fprintf(stderr, "\n");
-  if (g_stop.load() != 0) {
-    const int sig = g_stop.load();
-    fail(o.path + ": import interrupted; " +
-         (summary.isOk() ? std::string("nothing was left half-written") : "the rank being read was not written"));
-    return 128 + sig;
+  if (g_stop.load() != 0 && !summary.isOk()) {
+    // Stopped while reading: the rank being read was not written (ranks before it were).
+    fail(o.path + ": import interrupted; the rank being read was not written");
+    return 128 + g_stop.load();
   }
+  // An interrupt while a run was being written lets that run finish: it is complete.
   if (!summary.isOk()) return fail(summary.status().message());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("imported %s (%s) into %s in %.1f s\n", o.path.c_str(), format->c_str(), db.c_str(), secs);

@@ -180,10 +180,26 @@ int main(int argc, char** argv) {
     return npuscope::cli::runReport(rep);
   }
   if (exporter->parsed()) return npuscope::cli::runExport(exp);
+  // Ctrl-C / SIGTERM of train and infer: the loop stops before its next step (batch) and ends the
+  // run "failed"; a second one ends the process at once (the next writer to open the file ends
+  // that run then).
+  auto stopOnSignals = [] {
+    for (int sig : {SIGINT, SIGTERM}) {
+      std::signal(sig, [](int s) {
+        if (npuscope::workloads::stopRequested() != 0) std::_Exit(128 + s);
+        npuscope::workloads::requestStop(s);
+      });
+    }
+  };
   if (infer->parsed()) {
     Progress progress;
+    stopOnSignals();
     auto r = npuscope::workloads::infer(inf, std::ref(progress));
-    if (!r.isOk()) return fail(r.status().message());
+    if (!r.isOk()) {
+      const int sig = npuscope::workloads::stopRequested();
+      const int code = fail(r.status().message());
+      return sig != 0 ? 128 + sig : code;
+    }
     std::printf("model            %s (%s)\n", r->model.c_str(), r->opt_level.c_str());
     std::printf("device           %s\n", inf.device.c_str());
     std::printf("top-1 accuracy   %.4f\n", r->top1);
@@ -198,14 +214,7 @@ int main(int argc, char** argv) {
     if (!dumping.isOk()) return fail(dumping.status().message());
     t.dump = *dumping;
     Progress progress;
-    // Ctrl-C / SIGTERM: the loop stops before its next step and ends the run "failed"; a second
-    // one ends the process at once (the next writer to open the file ends that run then).
-    for (int sig : {SIGINT, SIGTERM}) {
-      std::signal(sig, [](int s) {
-        if (npuscope::workloads::stopRequested() != 0) std::_Exit(128 + s);
-        npuscope::workloads::requestStop(s);
-      });
-    }
+    stopOnSignals();
     std::fprintf(stderr, "training %s on %s (%s, %s, %s lr %g, batch %lld)\n", t.model.c_str(), t.device.c_str(),
                  t.dataset.c_str(), t.amp.opt_level.c_str(), t.optimizer.c_str(), t.lr,
                  static_cast<long long>(t.batch_size));

@@ -128,14 +128,26 @@ StatusOr<amp::Options> ampOptions(const AmpFlags& f) {
 // Top-1 and top-5 accuracy of `model` on `data` under the current Amp state.
 struct Accuracy {
   double top1 = 0, top5 = 0;
+  int64_t batches = 0;  // evaluated
+  int stopped_by = 0;   // the signal that stopped the evaluation early (requestStop), 0: none
 };
+
+// What a run stopped by Ctrl-C / SIGTERM says, in its error line and in its run row.
+std::string stopReason(int sig, const std::string& done) {
+  return std::string(sig == SIGTERM ? "terminated (SIGTERM)" : "interrupted (SIGINT)") + " after " + done +
+         "; the run is marked failed and keeps what was recorded";
+}
+
 Accuracy evaluate(Model& model, const Dataset& data, c10::Device device, int64_t batch, const ProgressFn& progress) {
   torch::NoGradGuard no_grad;
   model.eval();
   int64_t correct1 = 0, correct5 = 0;
   const int64_t batches = (data.size() + batch - 1) / batch;
   const auto t0 = std::chrono::steady_clock::now();
+  Accuracy acc;
   for (int64_t b = 0; b < batches; ++b) {
+    if ((acc.stopped_by = stopRequested()) != 0) break;  // Ctrl-C: between batches
+    acc.batches = b + 1;
     const int64_t i = b * batch, n = std::min(batch, data.size() - i);
     at::Tensor x = data.images.narrow(0, i, n).to(device);
     at::Tensor logits = amp::isInitialized()
@@ -153,7 +165,9 @@ Accuracy evaluate(Model& model, const Dataset& data, c10::Device device, int64_t
   }
   model.train();
   const double n = static_cast<double>(std::max<int64_t>(data.size(), 1));
-  return {static_cast<double>(correct1) / n, static_cast<double>(correct5) / n};
+  acc.top1 = static_cast<double>(correct1) / n;
+  acc.top5 = static_cast<double>(correct5) / n;
+  return acc;
 }
 
 StatusOr<std::pair<Dataset, Dataset>> loadData(const std::string& dataset, const std::string& data_dir,
@@ -380,10 +394,7 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
         if (global < first_step) continue;  // resumed: same data order, these were done
         if (const int sig = stopRequested(); sig != 0) {
           if (o.dump) (void)dump.stop();
-          return abandon(Status(StatusCode::kFailedPrecondition,
-                                std::string(sig == SIGTERM ? "terminated (SIGTERM)" : "interrupted (SIGINT)") +
-                                    " after " + std::to_string(r.steps) + " steps; the run is marked failed and "
-                                    "keeps what was recorded"));
+          return abandon(failedPrecondition(stopReason(sig, std::to_string(r.steps) + " steps")));
         }
         const int64_t n = std::min(o.batch_size, train_set.size() - b * o.batch_size);
         at::Tensor idx = order.narrow(0, b * o.batch_size, n);
@@ -434,6 +445,9 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
       if (!dump.status().isOk()) r.dump_error = dump.status().message();
     }
     const Accuracy acc = evaluate(*model, test_set, device, 256, nullptr);
+    if (acc.stopped_by != 0) {
+      return abandon(failedPrecondition(stopReason(acc.stopped_by, std::to_string(r.steps) + " steps, in the test pass")));
+    }
     r.test_accuracy = acc.top1;
     r.test_top5 = acc.top5;
     r.test_samples = test_set.size();
@@ -521,6 +535,12 @@ StatusOr<InferResult> infer(const InferOptions& o, const ProgressFn& progress) {
     amp::initialize(model, optimizerFactory(t), amp_options);
     const auto t0 = std::chrono::steady_clock::now();
     const Accuracy acc = evaluate(*model, data.second, device, o.batch_size, progress);
+    if (acc.stopped_by != 0) {
+      amp::reset();
+      const Status why = failedPrecondition(stopReason(acc.stopped_by, std::to_string(acc.batches) + " batches"));
+      if (session) (void)session->stop("failed", nlohmann::json{{"error", why.message()}}.dump());
+      return why;
+    }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     r.top1 = acc.top1;
     r.top5 = acc.top5;

@@ -100,6 +100,20 @@ TEST(CliFaults, AReadOnlyFilesystemIsRefusedBeforeTraining) {
 // `npuscope train` stopped with SIGINT (Ctrl-C) or SIGTERM ends its run failed within 2 s.
 class CliInterrupt : public ::testing::TestWithParam<int> {};
 
+// Sends `sig` to the CLI at `pid` and checks it exits 128 + sig within 2 s, its run in `db` ended
+// failed; returns the run's error.
+std::string stopAndExpectFailedRun(pid_t pid, int sig, const std::string& db) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ::kill(pid, sig);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(seconds, 2.0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 128 + sig) << "status " << st;
+  EXPECT_EQ(sqlText(db, "SELECT status FROM runs"), "failed");
+  return sqlText(db, "SELECT json_extract(results_json, '$.error') FROM runs");
+}
+
 TEST_P(CliInterrupt, TrainEndsItsRunFailedPromptlyKeepingItsSteps) {
   const int sig = GetParam();
   const std::string db = scratchPath("interrupt_" + std::to_string(sig) + ".db");
@@ -121,16 +135,7 @@ TEST_P(CliInterrupt, TrainEndsItsRunFailedPromptlyKeepingItsSteps) {
     if (std::filesystem::exists(db)) steps = std::max<int64_t>(0, sqlInt(db, "SELECT count(*) FROM steps"));
   }
   ASSERT_GE(steps, 20) << "the run did not get going";
-  const auto t0 = std::chrono::steady_clock::now();
-  ::kill(pid, sig);
-  int st = 0;
-  ::waitpid(pid, &st, 0);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(seconds, 2.0);
-  ASSERT_TRUE(WIFEXITED(st));
-  EXPECT_EQ(WEXITSTATUS(st), 128 + sig);
-  EXPECT_EQ(sqlText(db, "SELECT status FROM runs"), "failed");
-  const std::string why = sqlText(db, "SELECT json_extract(results_json, '$.error') FROM runs");
+  const std::string why = stopAndExpectFailedRun(pid, sig, db);
   EXPECT_NE(why.find(sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)"), std::string::npos) << why;
   EXPECT_GE(sqlInt(db, "SELECT count(*) FROM steps"), steps);
   EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
@@ -139,3 +144,36 @@ TEST_P(CliInterrupt, TrainEndsItsRunFailedPromptlyKeepingItsSteps) {
 INSTANTIATE_TEST_SUITE_P(Signals, CliInterrupt, ::testing::Values(SIGINT, SIGTERM));
 
 }  // namespace
+
+// `npuscope infer` stopped with SIGINT or SIGTERM between batches: its recorded run ends failed
+// within 2 s, exit 128 + signal.
+TEST_P(CliInterrupt, InferEndsItsRunFailedPromptly) {
+  const int sig = GetParam();
+  const std::string ck = scratchPath("interrupt_ck_" + std::to_string(sig) + ".pt");
+  const std::string db = scratchPath("interrupt_infer_" + std::to_string(sig) + ".db");
+  const CliRun trained = run("train --model mlp --dataset synthetic --epochs 1 --no-db --save " + ck);
+  ASSERT_EQ(trained.exit_code, 0) << trained.out;
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::signal(SIGINT, SIG_DFL);
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    // Batches of one over the 10,000 test images: far longer than the test waits.
+    ::execl(NPUSCOPE_CLI, NPUSCOPE_CLI, "infer", ck.c_str(), "--dataset", "fashion-mnist", "--batch-size", "1", "--db",
+            db.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int64_t ops = 0;
+  for (int i = 0; i < 200 && ops < 1000; ++i) {
+    ::usleep(100'000);
+    if (std::filesystem::exists(db)) ops = std::max<int64_t>(0, sqlInt(db, "SELECT count(*) FROM op_events"));
+  }
+  ASSERT_GE(ops, 1000) << "the evaluation did not get going";
+  const std::string why = stopAndExpectFailedRun(pid, sig, db);
+  EXPECT_NE(why.find(sig == SIGINT ? "interrupted (SIGINT) after " : "terminated (SIGTERM) after "), std::string::npos)
+      << why;
+  EXPECT_NE(why.find(" batches"), std::string::npos) << why;
+  EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
+}

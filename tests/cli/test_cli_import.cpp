@@ -64,21 +64,22 @@ TEST(CliImport, BadPathIsOneLine) {
   EXPECT_EQ(r.out, "npuscope: error: /nonexistent/trace.json: no such file or folder\n");
 }
 
-// Ctrl-C while a large trace is read: exit 130 at once, one line, no trace file.
-TEST(CliImport, InterruptLeavesNoFile) {
-  const std::string json = scratchPath("big.json"), db = scratchPath("big.db");
-  {
-    std::ofstream out(json);
-    out << "{\"traceEvents\": [\n";
-    const std::string ev = R"({"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1.5, "dur": 0.5,)"
-                           R"( "args": {"Input Dims": [[64, 1024], [64, 1024], []], "Input type": ["float", "float", "Scalar"]}},)";
-    std::string block;
-    for (int i = 0; i < 4096; ++i) block += ev + "\n";
-    for (int i = 0; i < 700; ++i) out << block;  // ~500 MB: seconds of reading
-    out << ev.substr(0, ev.size() - 1) << "]}\n";
-  }
+// A ~300 MB Kineto-shaped trace: seconds of reading and writing.
+void writeBigTrace(const std::string& json) {
+  std::ofstream out(json);
+  out << "{\"traceEvents\": [\n";
+  const std::string ev = R"({"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1.5, "dur": 0.5,)"
+                         R"( "args": {"Input Dims": [[64, 1024], [64, 1024], []], "Input type": ["float", "float", "Scalar"]}},)";
+  std::string block;
+  for (int i = 0; i < 4096; ++i) block += ev + "\n";
+  for (int i = 0; i < 420; ++i) out << block;
+  out << ev.substr(0, ev.size() - 1) << "]}\n";
+}
+
+// Starts `npuscope import -q JSON --db DB` with its phase lines on a pipe; returns the pid.
+pid_t startImport(const std::string& json, const std::string& db, int* err_fd) {
   int err[2];
-  ASSERT_EQ(pipe(err), 0);
+  if (pipe(err) != 0) return -1;
   const pid_t pid = fork();
   if (pid == 0) {
     dup2(err[1], 2);
@@ -88,20 +89,35 @@ TEST(CliImport, InterruptLeavesNoFile) {
     _exit(127);
   }
   close(err[1]);
-  // Wait for the import to start reading (its first trace line), then interrupt it.
-  std::string text;
+  *err_fd = err[0];
+  return pid;
+}
+
+// Reads the child's stderr into `text` until it holds `what` (or the pipe closes).
+bool waitFor(int fd, const std::string& what, std::string* text) {
   char buf[256];
-  while (text.find("start") == std::string::npos) {
-    const ssize_t n = read(err[0], buf, sizeof buf);
-    if (n <= 0) break;
-    text.append(buf, static_cast<size_t>(n));
+  while (text->find(what) == std::string::npos) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) return false;
+    text->append(buf, static_cast<size_t>(n));
   }
-  ASSERT_NE(text.find("start"), std::string::npos) << text;
+  return true;
+}
+
+// Ctrl-C while a large trace is read: exit 130 at once, one line, no trace file.
+TEST(CliImport, InterruptLeavesNoFile) {
+  const std::string json = scratchPath("big.json"), db = scratchPath("big.db");
+  writeBigTrace(json);
+  int err = -1;
+  const pid_t pid = startImport(json, db, &err);
+  ASSERT_GT(pid, 0);
+  // Wait for the import to start reading (its first phase line), then interrupt it.
+  std::string text;
+  ASSERT_TRUE(waitFor(err, "start", &text)) << text;
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const auto t0 = std::chrono::steady_clock::now();
   kill(pid, SIGINT);
-  ssize_t n;
-  while ((n = read(err[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  waitFor(err, "\x01", &text);  // to the end
   int status = 0;
   waitpid(pid, &status, 0);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -112,6 +128,37 @@ TEST(CliImport, InterruptLeavesNoFile) {
   struct stat st {};
   EXPECT_NE(::stat(db.c_str(), &st), 0) << "no trace file";
   std::remove(json.c_str());
+}
+
+}  // namespace
+
+namespace {
+
+// SIGKILL while the run is being written: the file stays consistent, and the next import into
+// it ends the killed run failed (its process is gone) and adds its own.
+TEST(CliImport, KilledWhileWritingLeavesAConsistentFile) {
+  const std::string json = scratchPath("kill.json"), db = scratchPath("kill.db");
+  writeBigTrace(json);
+  int err = -1;
+  const pid_t pid = startImport(json, db, &err);
+  ASSERT_GT(pid, 0);
+  std::string text;
+  ASSERT_TRUE(waitFor(err, "linked", &text)) << text;  // reading done; the writer has begun
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(err);
+  std::remove(json.c_str());
+  ASSERT_TRUE(WIFSIGNALED(status)) << text;
+  EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(sqlText(db, "SELECT status FROM runs WHERE id=1"), "running");
+  const CliRun r = run("import -q '" + kAscend + "' --db " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(sqlText(db, "SELECT status FROM runs WHERE id=1"), "failed");
+  EXPECT_NE(sqlText(db, "SELECT results_json FROM runs WHERE id=1").find("ended without ending the run"), std::string::npos);
+  EXPECT_EQ(sqlText(db, "SELECT status FROM runs WHERE id=2"), "completed");
+  EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
 }
 
 }  // namespace

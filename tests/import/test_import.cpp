@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "npuscope/core/chrome_trace.h"
+#include "npuscope/core/perf_compare.h"
 #include "npuscope/core/trace_reader.h"
 #include "npuscope/import/import.h"
 
@@ -309,6 +310,7 @@ TEST_F(ImportTest, FolderOfRanksIsOneClusterInOneFile) {
 TEST_F(ImportTest, BadInputIsOneLineAndLeavesNoFile) {
   expectRefused(path("missing.json"), "no such file");
   expectRefused(write("text.json", "hello"), "not JSON");
+  expectRefused(write("string.json", "\"traceEvents\""), "string.json: byte 0: not JSON (expected { or [)");
   expectRefused(write("empty.json", "   "), "empty file");
   // A colon missing inside the second event: the message names the file and the event's byte.
   const std::string bad = R"({"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1}, {"ph" "X"}]})";
@@ -401,6 +403,70 @@ TEST_F(ImportTest, ChromeExportOfAnImportedRunReimportsToTheSameOpsAndTasks) {
     EXPECT_EQ(q(a, "SELECT wall_start_ns - started_ns + " + t0 + " FROM runs"),
               q(b, "SELECT wall_start_ns - started_ns + " + t0 + " FROM runs")) << "the same wall clock";
   }
+}
+
+}  // namespace
+}  // namespace npuscope::import
+
+namespace npuscope::import {
+namespace {
+
+// Two known runs: A's aten::mm takes 100 us twice, B's 150 us twice; aten::relu only in A,
+// aten::gelu only in B; B's kernel is twice as long; steps of 1000 and 1500 us.
+TEST_F(ImportTest, PerfCompareOfTwoKnownRuns) {
+  auto trace = [&](const std::string& name, int mm_us, const std::string& only, int kernel_us, int step_us) {
+    std::string s = R"({"traceEvents": [
+      {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 1, "tid": 1, "ts": 0, "dur": )" +
+                    std::to_string(step_us) + R"(},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": )" + std::to_string(mm_us) + R"(},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 400, "dur": )" + std::to_string(mm_us) + R"(},
+      {"ph": "X", "cat": "cpu_op", "name": ")" + only + R"(", "pid": 1, "tid": 1, "ts": 800, "dur": 20},
+      {"ph": "X", "cat": "kernel", "name": "gemm_7", "pid": 0, "tid": 7, "ts": 20, "dur": )" + std::to_string(kernel_us) +
+                    R"(, "args": {"device": 0, "stream": 7, "External id": 999}}
+    ]})";
+    return write(name, s);
+  };
+  const std::string a = path("pa.db"), b = path("pb.db");
+  ASSERT_TRUE(importPath(trace("a.json", 100, "aten::relu", 50, 1000), a).isOk());
+  ASSERT_TRUE(importPath(trace("b.json", 150, "aten::gelu", 100, 1500), b).isOk());
+  EXPECT_EQ(q(a, "SELECT count(op_id) FROM device_tasks"), 0) << "External id 999 names no op";
+  auto ra = TraceReader::open(a);
+  auto rb = TraceReader::open(b);
+  ASSERT_TRUE(ra.isOk() && rb.isOk());
+  auto res = comparePerf(**ra, 1, **rb, 1);
+  ASSERT_TRUE(res.isOk()) << res.status().message();
+  auto find = [](const std::vector<PerfRow>& rows, const std::string& n) -> const PerfRow* {
+    for (const PerfRow& r : rows) {
+      if (r.name == n) return &r;
+    }
+    return nullptr;
+  };
+  const PerfRow* mm = find(res->host, "aten::mm");
+  ASSERT_NE(mm, nullptr);
+  EXPECT_EQ(mm->a.calls, 2);
+  EXPECT_EQ(mm->a.total_ns, 200000);
+  EXPECT_EQ(mm->b.total_ns, 300000);
+  EXPECT_EQ(mm->b.max_ns, 150000);
+  EXPECT_EQ(mm->diffNs(), 100000);
+  EXPECT_DOUBLE_EQ(mm->ratio(), 1.5);
+  ASSERT_NE(find(res->host, "aten::relu"), nullptr);
+  EXPECT_TRUE(find(res->host, "aten::relu")->onlyA());
+  EXPECT_TRUE(find(res->host, "aten::gelu")->onlyB());
+  // Largest difference first: the step annotation (500 us), then aten::mm (100 us).
+  EXPECT_EQ(res->host[0].name, "ProfilerStep#0");
+  EXPECT_EQ(res->host[1].name, "aten::mm");
+  // Device tasks by name without the instance number.
+  ASSERT_EQ(res->device.size(), 1u);
+  EXPECT_EQ(res->device[0].name, "gemm");
+  EXPECT_DOUBLE_EQ(res->device[0].ratio(), 2.0);
+  EXPECT_EQ(res->device_a, "real");
+  ASSERT_EQ(res->steps.size(), 1u);
+  EXPECT_EQ(res->steps[0].dur_a, 1000000);
+  EXPECT_EQ(res->steps[0].dur_b, 1500000);
+  EXPECT_EQ(taskGroupName("hcom_allReduce__586_0_1"), "hcom_allReduce_");
+  EXPECT_EQ(taskGroupName("trans_TransData_12"), "trans_TransData");
+  EXPECT_EQ(taskGroupName("Kernel"), "Kernel");
+  EXPECT_EQ(taskGroupName("123"), "123");
 }
 
 }  // namespace
