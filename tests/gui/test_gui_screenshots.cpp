@@ -128,6 +128,34 @@ TEST(Screenshots, EveryView) {
 }
 
 
+// A torch_npu trace of a real Ascend device, imported by the CLI, in the timeline, operators and
+// training views (imported_*.png): its host threads, its ProfilerStep and its op table.
+TEST(Screenshots, ImportedTorchNpuTrace) {
+  npuscope::testing::ensureApp();
+  const std::string db = npuscope::testing::tempPath("imported.db");
+  for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(QString::fromStdString(db + suffix));
+  QProcess cli;
+  cli.start(NPUSCOPE_CLI, {"import", "-q", QString(NPUSCOPE_TRACES) + "/ascend_alexnet_rank0_ascend_pt", "--db",
+                           QString::fromStdString(db)});
+  ASSERT_TRUE(cli.waitForFinished(60000));
+  ASSERT_EQ(cli.exitCode(), 0) << cli.readAllStandardError().toStdString();
+  MainWindow w;
+  w.setSynchronous(true);
+  w.resize(1600, 950);
+  w.show();
+  ASSERT_TRUE(w.openFile(QString::fromStdString(db), true));
+  QTest::qWait(50);
+  w.tabs()->setCurrentWidget(w.timeline());
+  w.timeline()->view()->fitAll();
+  save(&w, "imported_01_timeline");
+  w.tabs()->setCurrentWidget(w.operators());
+  ASSERT_GT(w.operators()->table()->model()->rowCount(), 100) << "the imported host ops are in the op table";
+  w.operators()->table()->selectRow(0);
+  save(&w, "imported_02_operators");
+  w.tabs()->setCurrentWidget(w.training());
+  save(&w, "imported_03_training");
+}
+
 // The same views on a run the real CLI recorded (AMP O2 with an overflowing first scale, so the
 // training view has skipped steps and overflow events), saved as real_*.png.
 TEST(Screenshots, RealRecordedRun) {
