@@ -49,6 +49,23 @@ void save(QWidget* w, const QString& name) {
   EXPECT_GT(colourCount(img), 12) << name.toStdString() << " looks blank";
 }
 
+// Runs the npuscope CLI with `args`; a failure fails the calling test.
+void runCli(const QStringList& args) {
+  QProcess cli;
+  cli.start(NPUSCOPE_CLI, args);
+  ASSERT_TRUE(cli.waitForFinished(120000));
+  ASSERT_EQ(cli.exitCode(), 0) << cli.readAllStandardError().toStdString();
+}
+
+// The main window at screenshot size, showing `db`.
+void showFile(MainWindow& w, const std::string& db) {
+  w.setSynchronous(true);
+  w.resize(1600, 950);
+  w.show();
+  ASSERT_TRUE(w.openFile(QString::fromStdString(db), true));
+  QTest::qWait(50);
+}
+
 TEST(Screenshots, EveryView) {
   npuscope::testing::ensureApp();
   const auto& f = npuscope::testing::twoRunFixture();
@@ -134,17 +151,9 @@ TEST(Screenshots, ImportedTorchNpuTrace) {
   npuscope::testing::ensureApp();
   const std::string db = npuscope::testing::tempPath("imported.db");
   for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(QString::fromStdString(db + suffix));
-  QProcess cli;
-  cli.start(NPUSCOPE_CLI, {"import", "-q", QString(NPUSCOPE_TRACES) + "/ascend_alexnet_rank0_ascend_pt", "--db",
-                           QString::fromStdString(db)});
-  ASSERT_TRUE(cli.waitForFinished(60000));
-  ASSERT_EQ(cli.exitCode(), 0) << cli.readAllStandardError().toStdString();
+  ASSERT_NO_FATAL_FAILURE(runCli({"import", "-q", QString(NPUSCOPE_TRACES) + "/ascend_alexnet_rank0_ascend_pt", "--db", QString::fromStdString(db)}));
   MainWindow w;
-  w.setSynchronous(true);
-  w.resize(1600, 950);
-  w.show();
-  ASSERT_TRUE(w.openFile(QString::fromStdString(db), true));
-  QTest::qWait(50);
+  ASSERT_NO_FATAL_FAILURE(showFile(w, db));
   w.tabs()->setCurrentWidget(w.timeline());
   w.timeline()->view()->fitAll();
   save(&w, "imported_01_timeline");
@@ -175,18 +184,11 @@ TEST(Screenshots, RealRecordedRun) {
                      "--optimizer", "adam", "--lr", "1e-3", "--dump-config", QString::fromStdString(acl),
                      "--db", QString::fromStdString(db)};
     if (QString(level) == "O2") args << "--dynamic-init-scale" << "16777216";  // overflows: skipped steps
-    QProcess cli;
-    cli.start(NPUSCOPE_CLI, args);
-    ASSERT_TRUE(cli.waitForFinished(120000));
-    ASSERT_EQ(cli.exitCode(), 0) << cli.readAllStandardError().toStdString();
+    ASSERT_NO_FATAL_FAILURE(runCli(args));
   }
 
   MainWindow w;
-  w.setSynchronous(true);
-  w.resize(1600, 950);
-  w.show();
-  ASSERT_TRUE(w.openFile(QString::fromStdString(db), true));
-  QTest::qWait(50);
+  ASSERT_NO_FATAL_FAILURE(showFile(w, db));
   w.tabs()->setCurrentWidget(w.timeline());
   w.timeline()->view()->fitAll();
   save(&w, "real_01_timeline_run");
