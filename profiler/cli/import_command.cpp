@@ -76,7 +76,7 @@ int runImport(const ImportOptions& o) {
                 static_cast<long long>(r.host_ops), static_cast<long long>(r.device_tasks),
                 static_cast<long long>(r.linked_tasks), static_cast<long long>(r.steps),
                 static_cast<long long>(r.memory_samples));
-    for (const std::string& n : r.notes) std::fprintf(stderr, "import: %s\n", n.c_str());
+    for (const std::string& n : r.notes) std::printf("import: %s\n", n.c_str());
   }
   std::printf("see: npuscope report %s\n", db.c_str());
   return 0;
