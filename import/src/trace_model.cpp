@@ -149,13 +149,14 @@ uint32_t TraceModel::laneOf(int64_t pid, int64_t tid) {
 
 uint16_t TraceModel::catOf(std::string_view cat) {
   if (cat.empty()) return 0;
+  if (cats_[last_cat_] == cat) return last_cat_;  // runs of one category: no lookup, no allocation
   auto it = cat_ids_.find(std::string(cat));
-  if (it != cat_ids_.end()) return it->second;
+  if (it != cat_ids_.end()) return last_cat_ = it->second;
   if (cats_.size() >= 65535) return 0;
   cats_.emplace_back(cat);
   const auto id = static_cast<uint16_t>(cats_.size() - 1);
   cat_ids_.emplace(std::string(cat), id);
-  return id;
+  return last_cat_ = id;
 }
 
 template <class Make>

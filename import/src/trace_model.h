@@ -110,6 +110,7 @@ class TraceModel {
   std::pair<int64_t, int64_t> last_lane_key_;
   std::vector<std::string> cats_{""};
   std::unordered_map<std::string, uint16_t> cat_ids_;
+  uint16_t last_cat_ = 0;
   struct Cached {
     uint32_t id;
     uint32_t text;  // cache_texts_ index

@@ -202,6 +202,8 @@ TEST_F(ImportTest, GzipTraceWithStepsMemoryAndFlows) {
     {"ph": "f", "cat": "ac2g", "id": 55, "pid": 0, "tid": 7, "ts": 1300, "bp": "e", "name": "ac2g"},
     {"ph": "X", "cat": "kernel", "name": "add_kernel", "pid": 0, "tid": 7, "ts": 1300, "dur": 10,
      "args": {"correlation": 55, "device": 0, "stream": 7}},
+    {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 7, "ts": 1400, "dur": 500,
+     "args": {"device": 0, "stream": 7}},
     {"ph": "X", "cat": "cpu_op", "name": "AddBackward0", "pid": 1, "tid": 2, "ts": 1500, "dur": 50},
     {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 2, "ts": 1510, "dur": 10},
     {"ph": "s", "cat": "fwdbwd", "id": 1, "pid": 1, "tid": 1, "ts": 1100, "name": "fwdbwd"},
@@ -228,7 +230,14 @@ TEST_F(ImportTest, GzipTraceWithStepsMemoryAndFlows) {
   EXPECT_EQ(q(db, "SELECT is_backward FROM ops WHERE name='aten::add'"), 0);
   // The kernel's correlation is on no host event: its launch flow starts inside cudaLaunchKernel.
   EXPECT_EQ(qs(db, "SELECT o.name FROM device_tasks t JOIN ops o ON o.id=t.op_id"), "cudaLaunchKernel");
-  EXPECT_EQ(q(db, "SELECT step FROM device_tasks"), 3);
+  EXPECT_EQ(q(db, "SELECT step FROM device_tasks WHERE op_id IS NOT NULL"), 3);
+  // Busy time: the 10 us kernel; the stream's 500 us wait on an event is not work.
+  auto reader = TraceReader::open(db);
+  ASSERT_TRUE(reader.isOk());
+  auto device = (*reader)->stepDeviceTimes(run.run_id);
+  ASSERT_TRUE(device.isOk());
+  ASSERT_EQ(device->size(), 1u);
+  EXPECT_EQ((*device)[0].device_busy_ns, 10000);
   EXPECT_EQ(run.memory_samples, 1);  // the CPU sample is not the device's
   EXPECT_EQ(q(db, "SELECT allocated FROM memory"), 640);
   EXPECT_EQ(q(db, "SELECT reserved FROM memory"), 2048);
