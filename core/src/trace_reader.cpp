@@ -602,6 +602,29 @@ StatusOr<RunRow> TraceReader::latestRun() {
   return stepError(db_.get(), "reading runs");
 }
 
+StatusOr<std::vector<OpBlockSummary>> TraceReader::opBlocks(int64_t run_id) {
+  SnapshotScope snap(this);
+  RETURN_IF_ERROR(snap.status());
+  ASSIGN_OR_RETURN(sqlite3_stmt * st,
+                   cached("op_blocks_summary",
+                          "SELECT thread_id, ops, min_start_ns, max_end_ns FROM op_blocks"
+                          " WHERE run_id=?1 ORDER BY thread_id, first_id"));
+  StmtUse use(st);
+  sqlite3_bind_int64(st, 1, run_id);
+  std::vector<OpBlockSummary> out;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    OpBlockSummary b;
+    b.thread_id = sqlite3_column_int64(st, 0);
+    b.ops = sqlite3_column_int64(st, 1);
+    b.min_start_ns = sqlite3_column_int64(st, 2);
+    b.max_end_ns = sqlite3_column_int64(st, 3);
+    out.push_back(b);
+  }
+  if (rc != SQLITE_DONE) return stepError(db_.get(), "reading op blocks");
+  return out;
+}
+
 // The threads of a run from its op blocks (and any ops past the last block).
 StatusOr<std::vector<ThreadSummary>> TraceReader::threads(int64_t run_id) {
   auto hit = finished_run_threads_.find(run_id);

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cctype>
 #include <limits>
+#include <map>
 #include <thread>
 #include <unordered_map>
 
@@ -37,6 +38,7 @@ class LocalStrings {
 struct WorkItem {
   size_t lane = 0;
   TimeWindow window;
+  bool enclosing = false;  // the ops enclosing window.begin_ns that start before it
   int worker = -1;
   std::vector<Slice> slices;
   Status status;
@@ -78,6 +80,13 @@ int64_t Lane::at(int d, int64_t t) const {
 }
 
 StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& path, int64_t run_id, int workers) {
+  LoadOptions o;
+  o.workers = workers;
+  return load(path, run_id, o);
+}
+
+StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& path, int64_t run_id,
+                                                           const LoadOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader, TraceReader::open(path));
   RETURN_IF_ERROR(reader->beginSnapshot());
   auto run = reader->run(run_id);
@@ -93,36 +102,89 @@ StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& pa
   data->steps_ = std::move(steps).value();
   data->begin_ns_ = kMaxTime;
   data->end_ns_ = kMinTime;
+  for (const ThreadSummary& t : threads.value()) data->total_ops_ += t.op_count;
+  data->partial_ = data->total_ops_ > options.full_load_ops;
+  // The ops to read: all of them, or those starting in the window (none without one).
+  TimeWindow want;
+  if (data->partial_) {
+    want = options.has_window ? options.window : TimeWindow{0, 0};
+    data->loaded_ = want;
+  }
+  std::unordered_map<int64_t, std::vector<DensityBlock>> blocks;
+  if (data->partial_) {
+    ASSIGN_OR_RETURN(std::vector<OpBlockSummary> rows, reader->opBlocks(run_id));
+    for (const OpBlockSummary& b : rows) blocks[b.thread_id].push_back({b.min_start_ns, b.max_end_ns, b.ops});
+  }
 
-  // Work items: each thread cut into equal time chunks of about 200k ops.
+  // Work items: each thread's part of the window cut into equal time chunks of about 200k ops.
   std::vector<WorkItem> items;
   for (const ThreadSummary& t : threads.value()) {
     Lane lane;
     lane.kind = LaneKind::kThread;
     lane.thread_id = t.thread_id;
     lane.backward_ops = t.backward_op_count;
+    lane.total_ops = t.op_count;
     lane.title = "thread " + std::to_string(t.thread_id) +
                  (t.backward_op_count * 2 > t.op_count ? " \xC2\xB7 backward" : " \xC2\xB7 main");
+    auto bl = blocks.find(t.thread_id);
+    if (bl != blocks.end()) lane.blocks = std::move(bl->second);
     const size_t li = data->lanes_.size();
-    data->lanes_.push_back(std::move(lane));
     data->begin_ns_ = std::min(data->begin_ns_, t.first_start_ns);
     data->end_ns_ = std::max(data->end_ns_, t.last_end_ns);
-    const int64_t chunks = std::max<int64_t>(1, t.op_count / 200000 + (t.op_count > 50000 ? 1 : 0));
-    const int64_t lo = t.first_start_ns, hi = t.last_end_ns + 1;
+    const int64_t lo = std::max(t.first_start_ns, want.begin_ns);
+    const int64_t hi = std::min(t.last_end_ns + 1, want.end_ns);
+    int64_t ops = t.op_count;
+    if (data->partial_) {
+      ops = 0;
+      for (const DensityBlock& b : lane.blocks) {
+        if (b.end_ns >= lo && b.begin_ns < hi) ops += b.ops;
+      }
+    }
+    data->lanes_.push_back(std::move(lane));
+    if (data->partial_ && want.begin_ns > t.first_start_ns && want.begin_ns <= t.last_end_ns &&
+        want.begin_ns < want.end_ns) {
+      // First the ops that started before the window and enclose its start.
+      WorkItem it;
+      it.lane = li;
+      it.window = {want.begin_ns, want.begin_ns + 1};
+      it.enclosing = true;
+      items.push_back(std::move(it));
+    }
+    if (lo >= hi) continue;
+    const int64_t chunks = std::max<int64_t>(1, ops / 200000 + (ops > 50000 ? 1 : 0));
     for (int64_t c = 0; c < chunks; ++c) {
       WorkItem it;
       it.lane = li;
-      it.window.begin_ns = c == 0 ? kMinTime : lo + (hi - lo) / chunks * c;
-      it.window.end_ns = c + 1 == chunks ? kMaxTime : lo + (hi - lo) / chunks * (c + 1);
+      it.window.begin_ns = c == 0 ? want.begin_ns : lo + (hi - lo) / chunks * c;
+      it.window.end_ns = c + 1 == chunks ? want.end_ns : lo + (hi - lo) / chunks * (c + 1);
       items.push_back(std::move(it));
     }
   }
   data->host_lanes_ = static_cast<int>(data->lanes_.size());
 
+  int workers = options.workers;
   if (workers <= 0) workers = static_cast<int>(std::min(4u, std::max(1u, std::thread::hardware_concurrency())));
-  workers = std::max(1, std::min<int>(workers, static_cast<int>(items.size())));
+  workers = std::max(1, std::min<int>(workers, static_cast<int>(std::max<size_t>(items.size(), 1))));
   std::vector<LocalStrings> locals(static_cast<size_t>(std::max(workers, 1)));
   std::atomic<size_t> next{0};
+  auto toSlice = [](const OpSlice& o, LocalStrings& ls) {
+    Slice s;
+    s.start_ns = o.start_ns;
+    s.dur_ns = o.dur_ns;
+    s.id = o.id;
+    s.parent_id = o.parent_id;
+    s.seq_nr = o.seq_nr;
+    s.device_start_ns = o.device_start_ns;
+    s.device_dur_ns = o.device_dur_ns;
+    s.step = static_cast<int32_t>(o.step);
+    s.name = ls.id(o.name);
+    s.shapes = ls.id(o.input_shapes);
+    s.dtypes = ls.id(o.input_dtypes);
+    s.depth = static_cast<int16_t>(std::clamp<int32_t>(o.depth, 0, 4095));
+    s.device = static_cast<int8_t>(std::clamp<int32_t>(o.device, -1, 127));
+    s.is_backward = o.is_backward ? 1 : 0;
+    return s;
+  };
   auto work = [&](int w, TraceReader* r) {
     for (size_t i; (i = next.fetch_add(1)) < items.size();) {
       WorkItem& it = items[i];
@@ -131,34 +193,34 @@ StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& pa
         it.status = internalError("no reader");
         continue;
       }
+      LocalStrings& ls = locals[static_cast<size_t>(w)];
+      if (it.enclosing) {
+        TimelineQuery q;
+        q.run_id = run_id;
+        q.thread_id = data->lanes_[it.lane].thread_id;
+        q.window = it.window;
+        auto rows = r->timeline(q);
+        if (!rows.isOk()) {
+          it.status = rows.status();
+          continue;
+        }
+        for (const OpSlice& o : rows.value()) {
+          if (o.start_ns < it.window.begin_ns) it.slices.push_back(toSlice(o, ls));
+        }
+        continue;
+      }
       auto cursor = r->openOpCursor(run_id, data->lanes_[it.lane].thread_id, it.window);
       if (!cursor.isOk()) {
         it.status = cursor.status();
         continue;
       }
-      LocalStrings& ls = locals[static_cast<size_t>(w)];
       OpSlice o;
-      while (cursor->next(&o)) {
-        Slice s;
-        s.start_ns = o.start_ns;
-        s.dur_ns = o.dur_ns;
-        s.id = o.id;
-        s.parent_id = o.parent_id;
-        s.seq_nr = o.seq_nr;
-        s.device_start_ns = o.device_start_ns;
-        s.device_dur_ns = o.device_dur_ns;
-        s.step = static_cast<int32_t>(o.step);
-        s.name = ls.id(o.name);
-        s.shapes = ls.id(o.input_shapes);
-        s.dtypes = ls.id(o.input_dtypes);
-        s.depth = static_cast<int16_t>(std::clamp<int32_t>(o.depth, 0, 4095));
-        s.device = static_cast<int8_t>(std::clamp<int32_t>(o.device, -1, 127));
-        s.is_backward = o.is_backward ? 1 : 0;
-        it.slices.push_back(s);
-      }
+      while (cursor->next(&o)) it.slices.push_back(toSlice(o, ls));
       it.status = cursor->status();
     }
   };
+  std::vector<DeviceTaskRow> tasks;
+  std::map<std::pair<int32_t, int32_t>, std::vector<Slice>> streams;  // (device, stream) -> tasks
   {
     // Worker 0 reuses the reader opened above; the others open their own connection.
     std::vector<std::unique_ptr<TraceReader>> readers(static_cast<size_t>(workers));
@@ -175,6 +237,10 @@ StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& pa
     for (auto& t : pool) t.join();
     for (const WorkItem& it : items) {
       if (!it.status.isOk()) return it.status;
+    }
+    // The real device tasks of an imported run (of the window, for a partial load).
+    if (run->imported()) {
+      ASSIGN_OR_RETURN(tasks, readers[0]->deviceTasks(run_id, data->partial_ ? want : TimeWindow{}));
     }
     // Merge the workers' strings into one table.
     std::unordered_map<std::string, uint32_t> global;
@@ -195,6 +261,25 @@ StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& pa
         s.shapes = m[s.shapes];
         s.dtypes = m[s.dtypes];
       }
+    }
+    // Task strings go into the same table.
+    auto intern = [&](const std::string& v) -> uint32_t {
+      auto [g, fresh] = global.emplace(v, static_cast<uint32_t>(data->strings_.size()));
+      if (fresh) data->strings_.push_back(v);
+      return g->second;
+    };
+    for (const DeviceTaskRow& t : tasks) {
+      Slice s;
+      s.start_ns = t.start_ns;
+      s.dur_ns = std::max<int64_t>(0, t.dur_ns);
+      s.id = t.id;
+      s.parent_id = t.op_id;
+      s.step = static_cast<int32_t>(t.step);
+      s.name = intern(t.name);
+      s.shapes = t.input_shapes.empty() ? 0 : intern(t.input_shapes);
+      s.dtypes = t.type.empty() ? 0 : intern(t.type);
+      s.device = static_cast<int8_t>(std::clamp<int32_t>(t.device, -1, 127));
+      streams[{t.device, t.stream}].push_back(s);
     }
   }
 
@@ -260,6 +345,42 @@ StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& pa
     data->lanes_.push_back(std::move(lane));
   }
 
+  // Real device streams: one lane each (rows only where tasks of a stream overlap), and the
+  // index from launching op to task.
+  for (auto& [key, v] : streams) {
+    std::stable_sort(v.begin(), v.end(), [](const Slice& a, const Slice& b) { return a.start_ns < b.start_ns; });
+    std::vector<int64_t> row_end;
+    for (Slice& s : v) {
+      size_t r = 0;
+      while (r < row_end.size() && row_end[r] > s.start_ns) ++r;
+      if (r == row_end.size()) row_end.push_back(kMinTime);
+      row_end[r] = s.end();
+      s.depth = static_cast<int16_t>(std::min<size_t>(r, 4095));
+      data->begin_ns_ = std::min(data->begin_ns_, s.start_ns);
+      data->end_ns_ = std::max(data->end_ns_, s.end());
+    }
+    Lane lane;
+    lane.kind = LaneKind::kTasks;
+    lane.device = key.first;
+    lane.stream = key.second;
+    lane.title = "device " + std::to_string(key.first) + " \xC2\xB7 stream " + std::to_string(key.second);
+    lane.depth_begin.assign(row_end.size() + 1, 0);
+    for (const Slice& s : v) ++lane.depth_begin[static_cast<size_t>(s.depth) + 1];
+    for (size_t d = 1; d < lane.depth_begin.size(); ++d) lane.depth_begin[d] += lane.depth_begin[d - 1];
+    std::vector<uint32_t> fill(lane.depth_begin.begin(), lane.depth_begin.end() - 1);
+    lane.slices.resize(v.size());
+    for (const Slice& s : v) lane.slices[fill[static_cast<size_t>(s.depth)]++] = s;
+    const int li = static_cast<int>(data->lanes_.size());
+    for (uint32_t i = 0; i < lane.slices.size(); ++i) {
+      if (lane.slices[i].parent_id >= 0) data->tasks_by_op_.push_back({lane.slices[i].parent_id, SliceRef{li, i}});
+    }
+    data->lanes_.push_back(std::move(lane));
+  }
+  std::sort(data->tasks_by_op_.begin(), data->tasks_by_op_.end(), [&](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first < b.first;
+    return data->slice(a.second).start_ns < data->slice(b.second).start_ns;
+  });
+
   for (const StepRow& s : data->steps_) {
     data->begin_ns_ = std::min(data->begin_ns_, s.start_ns);
     data->end_ns_ = std::max(data->end_ns_, s.start_ns + s.dur_ns);
@@ -290,6 +411,42 @@ SliceRef TimelineData::findById(int64_t id) const {
     }
   }
   return {};
+}
+
+SliceRef TimelineData::launchOf(SliceRef task) const {
+  if (!task.valid() || lanes_[static_cast<size_t>(task.lane)].kind != LaneKind::kTasks) return {};
+  const int64_t op = slice(task).parent_id;
+  return op >= 0 ? findById(op) : SliceRef{};
+}
+
+std::vector<SliceRef> TimelineData::tasksOf(SliceRef host) const {
+  std::vector<SliceRef> out;
+  if (!host.valid() || lanes_[static_cast<size_t>(host.lane)].kind != LaneKind::kThread) return out;
+  const int64_t id = slice(host).id;
+  auto it = std::lower_bound(tasks_by_op_.begin(), tasks_by_op_.end(), id,
+                             [](const auto& e, int64_t v) { return e.first < v; });
+  for (; it != tasks_by_op_.end() && it->first == id; ++it) out.push_back(it->second);
+  return out;
+}
+
+int64_t TimelineData::estimateOps(int64_t begin_ns, int64_t end_ns) const {
+  if (end_ns <= begin_ns) return 0;
+  double total = 0;
+  for (int li = 0; li < host_lanes_; ++li) {
+    const Lane& lane = lanes_[static_cast<size_t>(li)];
+    if (!partial_) {
+      for (int d = 0; d < lane.depthCount(); ++d) total += lane.lowerBound(d, end_ns) - lane.lowerBound(d, begin_ns);
+      continue;
+    }
+    for (const DensityBlock& b : lane.blocks) {
+      if (b.end_ns <= begin_ns || b.begin_ns >= end_ns) continue;
+      // Ops spread evenly over the block's span.
+      const double span = static_cast<double>(std::max<int64_t>(1, b.end_ns - b.begin_ns));
+      const double part = static_cast<double>(std::min(b.end_ns, end_ns) - std::max(b.begin_ns, begin_ns));
+      total += static_cast<double>(b.ops) * std::clamp(part / span, 0.0, 1.0);
+    }
+  }
+  return static_cast<int64_t>(total + 0.5);
 }
 
 SliceRef TimelineData::deviceCopyOf(SliceRef host) const {

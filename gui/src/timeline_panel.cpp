@@ -125,6 +125,12 @@ TimelinePanel::TimelinePanel(TraceDocument* doc, QWidget* parent) : QWidget(pare
     if (r.valid()) view_->selectSlice(r, true);
   });
   connect(doc_, &TraceDocument::runLoaded, this, &TimelinePanel::onRunLoaded);
+  // A partial run: the view asks for the ops of a window, the document loads them.
+  connect(view_, &TimelineView::windowWanted, doc_, [this](qint64 b, qint64 e) { doc_->loadWindow({b, e}); });
+  connect(doc_, &TraceDocument::windowLoaded, this, [this] {
+    view_->setData(doc_->timeline(), true);
+    if (!search_->text().isEmpty()) search(search_->text());
+  });
   view_->setMemoryProvider([this](const TimeWindow& w, size_t n) { return doc_->memory(w, n); });
 }
 
@@ -190,15 +196,38 @@ QString TimelinePanel::describe(SliceRef r) const {
   const TimelineData* d = view_->data();
   if (!d || !r.valid()) return {};
   const Lane& lane = d->lanes()[static_cast<size_t>(r.lane)];
+  auto esc = [](const std::string& v) { return QString::fromStdString(v).toHtmlEscaped(); };
+  auto row = [](const QString& k, const QString& v) {
+    return QString("<tr><td style='color:#5d6775;padding-right:12px'>%1</td><td>%2</td></tr>").arg(k, v);
+  };
+  if (lane.kind == LaneKind::kTasks) {  // a real device task of an imported run
+    const Slice& t = d->slice(r);
+    QString html = QString("<h3 style='margin:2px 0'>%1</h3><table cellspacing=0 cellpadding=1>").arg(esc(d->str(t.name)));
+    html += row(tr("Stream"), esc(lane.title));
+    html += row(tr("Task type"), t.dtypes ? esc(d->str(t.dtypes)) : tr("not recorded"));
+    html += row(tr("Start"), formatOffset(t.start_ns, d->beginNs(), 1000));
+    html += row(tr("Duration (real)"), formatNs(t.dur_ns));
+    html += row(tr("Step"), t.step >= 0 ? QString::number(t.step) : tr("\u2013"));
+    if (t.shapes) html += row(tr("Input shapes"), esc(d->str(t.shapes)));
+    const SliceRef h = d->launchOf(r);
+    if (h.valid()) {
+      const Slice& hs = d->slice(h);
+      html += row(tr("Launched by"), QString("<a href='op:%1'>%2</a> (%3, %4 before the task)")
+                                         .arg(hs.id)
+                                         .arg(esc(d->str(hs.name)))
+                                         .arg(esc(d->lanes()[static_cast<size_t>(h.lane)].title))
+                                         .arg(formatNs(t.start_ns - hs.start_ns)));
+    } else {
+      html += row(tr("Launched by"), t.parent_id >= 0 ? tr("op #%1 (not loaded)").arg(t.parent_id) : tr("unknown"));
+    }
+    html += row(tr("Task id"), QString::number(t.id));
+    return html + "</table>";
+  }
   SliceRef host = r;
   if (lane.kind == LaneKind::kDevice) host = d->findById(d->slice(r).id);
   if (!host.valid()) return {};
   const Slice& s = d->slice(host);
   const Lane& hl = d->lanes()[static_cast<size_t>(host.lane)];
-  auto esc = [](const std::string& v) { return QString::fromStdString(v).toHtmlEscaped(); };
-  auto row = [](const QString& k, const QString& v) {
-    return QString("<tr><td style='color:#5d6775;padding-right:12px'>%1</td><td>%2</td></tr>").arg(k, v);
-  };
   QString html = QString("<h3 style='margin:2px 0'>%1</h3><table cellspacing=0 cellpadding=1>").arg(esc(d->str(s.name)));
   html += row(tr("Thread"), esc(hl.title));
   html += row(tr("Start"), formatOffset(s.start_ns, d->beginNs(), 1000));
@@ -217,6 +246,16 @@ QString TimelinePanel::describe(SliceRef r) const {
   if (s.device_dur_ns >= 0) {
     html += row(tr("Device time (modeled)"), formatNs(s.device_dur_ns));
     html += row(tr("Queued on stream"), tr("%1 after the host part ended").arg(formatNs(s.device_start_ns - s.end())));
+  }
+  const std::vector<SliceRef> tasks = d->tasksOf(host);
+  if (!tasks.empty()) {
+    int64_t busy = 0;
+    for (SliceRef t : tasks) busy += d->slice(t).dur_ns;
+    const Slice& first = d->slice(tasks.front());
+    html += row(tr("Device tasks (real)"),
+                tr("%L1 \u00b7 %2 in all \u00b7 first: %3, %4 after launch")
+                    .arg(tasks.size())
+                    .arg(formatNs(busy), esc(d->str(first.name)), formatNs(first.start_ns - s.start_ns)));
   }
   html += row(tr("Op id"), QString::number(s.id));
   if (s.seq_nr >= 0) {
@@ -242,7 +281,20 @@ void TimelinePanel::summarizeRange(int64_t begin_ns, int64_t end_ns) {
   const TimelineData* d = view_->data();
   if (!d || end_ns <= begin_ns) return;
   view_->setRange({begin_ns, end_ns});
-  OpAggregateTable t = d->aggregate({begin_ns, end_ns});
+  OpAggregateTable t;
+  if (d->covers(begin_ns, end_ns)) {
+    t = d->aggregate({begin_ns, end_ns});
+  } else if (doc_->reader()) {  // a partial run's range beyond the ops in memory: ask the file
+    OpAggregateQuery q;
+    q.run_id = d->runId();
+    q.window = {begin_ns, end_ns};
+    auto r = doc_->reader()->opAggregates(q);
+    if (!r.isOk()) {
+      emit doc_->errorOccurred(QString::fromStdString(r.status().message()));
+      return;
+    }
+    t = std::move(r).value();
+  }
   range_label_->setText(tr("<b>%1</b> selected (%2 \u2013 %3): %L4 ops in %L5 groups, self time %6, modeled device %7")
                             .arg(formatNs(end_ns - begin_ns), formatOffset(begin_ns, d->beginNs(), 1000),
                                  formatOffset(end_ns, d->beginNs(), 1000))

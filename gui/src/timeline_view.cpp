@@ -22,7 +22,13 @@ constexpr double kMinNsPerPx = 0.02;
 const QColor kBackground(0xfc, 0xfc, 0xfd);
 const QColor kGutterBg(0xf1, 0xf3, 0xf6);
 const QColor kGrid(0xe6, 0xe9, 0xee);
-const QColor kMerged(0x8f, 0x9b, 0xab);
+
+// Merged sub-pixel ops and op density: light at one op a pixel, dark at a thousand or more.
+QColor densityColor(double ops_per_px) {
+  const double f = std::clamp(std::log10(std::max(1.0, ops_per_px)) / 3.0, 0.0, 1.0);
+  auto mix = [f](int a, int b) { return static_cast<int>(a + (b - a) * f); };
+  return QColor(mix(0xb4, 0x2c), mix(0xc0, 0x44), mix(0xcf, 0x66));
+}
 const QColor kText(0x1d, 0x23, 0x2b);
 const QColor kMutedText(0x5d, 0x67, 0x75);
 const QColor kOverflow(0xd6, 0x45, 0x3d);
@@ -61,13 +67,38 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
     memory_detail_window_ = w;
     update();
   });
+  window_timer_.setSingleShot(true);
+  window_timer_.setInterval(200);
+  connect(&window_timer_, &QTimer::timeout, this, [this] {
+    const TimeWindow w = wantedWindow();
+    if (w.end_ns > w.begin_ns) emit windowWanted(w.begin_ns, w.end_ns);
+  });
+}
+
+TimeWindow TimelineView::wantedWindow() const {
+  if (!data_ || !data_->partial()) return {0, 0};
+  const int64_t vb = viewBegin(), ve = viewEnd();
+  if (data_->covers(vb, ve)) return {0, 0};
+  if (data_->estimateOps(vb, ve) > window_budget_ops_) return {0, 0};
+  // Half a view on each side, as far as the budget allows.
+  const int64_t span = ve - vb;
+  TimeWindow w{vb - span / 2, ve + span / 2};
+  if (data_->estimateOps(w.begin_ns, w.end_ns) > window_budget_ops_) w = {vb, ve};
+  return w;
 }
 
 void TimelineView::setData(const TimelineData* data, bool keep_view) {
   const int64_t vb = view_begin_;
   const double npp = ns_per_px_;
+  // A host op stays selected across a refresh or a new window (by its id).
+  int64_t selected_id = -1;
+  if (keep_view && data_ && selected_.valid() &&
+      data_->lanes()[static_cast<size_t>(selected_.lane)].kind == LaneKind::kThread) {
+    selected_id = data_->slice(selected_).id;
+  }
   data_ = data;
   selected_ = {};
+  if (data_ && selected_id >= 0) selected_ = data_->findById(selected_id);
   memory_detail_.clear();
   if (!keep_view) {
     has_range_ = false;
@@ -85,6 +116,7 @@ void TimelineView::setData(const TimelineData* data, bool keep_view) {
   } else {
     fitAll();
   }
+  if (data_ && data_->partial()) window_timer_.start();
   update();
 }
 
@@ -172,6 +204,7 @@ bool TimelineView::fitStep(int64_t step) {
 void TimelineView::emitViewChanged() {
   update();
   memory_timer_.start();
+  if (data_ && data_->partial()) window_timer_.start();
   emit viewChanged();
 }
 
@@ -189,7 +222,9 @@ void TimelineView::layoutTracks() {
   int top = 0;
   for (size_t i = 0; i < data_->lanes().size(); ++i) {
     const Lane& lane = data_->lanes()[i];
-    Track t{TrackKind::kLane, static_cast<int>(i), top, std::max(1, lane.depthCount()) * kRow + 4};
+    // A partial run's thread lanes keep room for their density where no ops are loaded.
+    const int rows = std::max(lane.kind == LaneKind::kThread && data_->partial() ? 3 : 1, lane.depthCount());
+    Track t{TrackKind::kLane, static_cast<int>(i), top, rows * kRow + 4};
     tracks_.push_back(t);
     top += t.height + kLaneGap;
   }
@@ -399,6 +434,7 @@ void TimelineView::paintEvent(QPaintEvent*) {
       case TrackKind::kLossScale: paintLossScale(p, t, y); break;
     }
   }
+  paintLaunchLinks(p);
   // Range selection overlay.
   if (has_range_) {
     const double x0 = std::max<double>(kGutter, xAt(range_.begin_ns));
@@ -480,8 +516,10 @@ void TimelineView::paintLane(QPainter& p, const Track& t, int y) {
   const Lane& lane = data_->lanes()[static_cast<size_t>(t.lane)];
   const int64_t vb = viewBegin(), ve = viewEnd();
   const QFontMetrics fm(p.font());
-  const bool device = lane.kind == LaneKind::kDevice;
-  if (device) p.fillRect(QRect(kGutter, y, width() - kGutter, t.height), QColor(0xf6, 0xf3, 0xfb));
+  const bool device = lane.kind != LaneKind::kThread;
+  if (lane.kind == LaneKind::kDevice) p.fillRect(QRect(kGutter, y, width() - kGutter, t.height), QColor(0xf6, 0xf3, 0xfb));
+  if (lane.kind == LaneKind::kTasks) p.fillRect(QRect(kGutter, y, width() - kGutter, t.height), QColor(0xf1, 0xf7, 0xf2));
+  if (!device && !data_->covers(vb, ve)) paintDensity(p, lane, y, t.height);
   for (int d = 0; d < lane.depthCount(); ++d) {
     const int ry = y + 2 + d * kRow;
     if (ry > height() || ry + kRow < tracksTop()) continue;
@@ -510,7 +548,7 @@ void TimelineView::paintLane(QPainter& p, const Track& t, int y) {
       double bx0 = std::max<double>(x0, kGutter), bx1 = x0 + 1.0;
       uint32_t j = i + 1;
       uint32_t merged = 1;
-      while (j < last) {
+      while (j < last && bx1 - bx0 < 4.0) {  // blocks of a few pixels, so density shows
         const int64_t t_next = timeAt(bx1 + 1.0);
         const uint32_t k = static_cast<uint32_t>(
             std::lower_bound(begin_it + j, begin_it + last, t_next,
@@ -528,7 +566,8 @@ void TimelineView::paintLane(QPainter& p, const Track& t, int y) {
         merged += k - j;
         j = k;
       }
-      const QColor c = merged == 1 ? sliceColor(data_->str(s.name)) : kMerged;
+      const QColor c = merged == 1 ? sliceColor(data_->str(s.name))
+                                   : densityColor(merged / std::max(1.0, bx1 - bx0));
       p.fillRect(QRectF(bx0, ry, std::max(1.0, bx1 - bx0), kRow - 1),
                  highlight_on_ ? QColor(c.red(), c.green(), c.blue(), 70) : c);
       ++last_rects_;
@@ -565,9 +604,18 @@ void TimelineView::paintLane(QPainter& p, const Track& t, int y) {
     p.drawRect(rr.adjusted(0, 0, std::max(0.0, 2 - rr.width()), 0));
   };
   outline(selected_);
-  if (selected_.valid() && device == false) outline(data_->deviceCopyOf(selected_));
-  if (selected_.valid() && data_->lanes()[static_cast<size_t>(selected_.lane)].kind == LaneKind::kDevice) {
-    outline(data_->findById(data_->slice(selected_).id));
+  if (selected_.valid()) {
+    const LaneKind sk = data_->lanes()[static_cast<size_t>(selected_.lane)].kind;
+    if (sk == LaneKind::kThread) {
+      if (lane.kind == LaneKind::kDevice) outline(data_->deviceCopyOf(selected_));
+      if (lane.kind == LaneKind::kTasks) {
+        for (SliceRef r : data_->tasksOf(selected_)) outline(r);
+      }
+    } else if (sk == LaneKind::kDevice && !device) {
+      outline(data_->findById(data_->slice(selected_).id));
+    } else if (sk == LaneKind::kTasks && !device) {
+      outline(data_->launchOf(selected_));
+    }
   }
 
   // Title in the gutter.
@@ -581,10 +629,79 @@ void TimelineView::paintLane(QPainter& p, const Track& t, int y) {
              QFontMetrics(bold).elidedText(QString::fromStdString(lane.title), Qt::ElideRight, kGutter - 14));
   p.restore();
   p.setPen(kMutedText);
-  const QString sub = device ? tr("%L1 kernels").arg(lane.slices.size()) : tr("%L1 ops").arg(lane.slices.size());
+  QString sub;
+  if (lane.kind == LaneKind::kDevice) sub = tr("%L1 kernels (model)").arg(lane.slices.size());
+  else if (lane.kind == LaneKind::kTasks) sub = tr("%L1 tasks").arg(lane.slices.size());
+  else if (data_->partial()) sub = tr("%L1 ops (%L2 loaded)").arg(lane.total_ops).arg(lane.slices.size());
+  else sub = tr("%L1 ops").arg(lane.slices.size());
   if (t.height >= 2 * kRow) p.drawText(QRect(8, y + 2 + kRow, kGutter - 14, kRow), Qt::AlignVCenter | Qt::AlignLeft, sub);
   p.setPen(kGrid);
   p.drawLine(0, y + t.height + kLaneGap / 2, width(), y + t.height + kLaneGap / 2);
+}
+
+void TimelineView::paintDensity(QPainter& p, const Lane& lane, int y, int height) {
+  const int bins = std::max(1, plotWidth() / 2);
+  std::vector<double> ops(static_cast<size_t>(bins), 0.0);
+  const int64_t vb = viewBegin(), ve = viewEnd();
+  for (const DensityBlock& b : lane.blocks) {
+    if (b.end_ns <= vb || b.begin_ns >= ve) continue;
+    // The block's ops spread evenly over its span, into 2-pixel bins.
+    const double x0 = (xAt(b.begin_ns) - kGutter) / 2, x1 = (xAt(std::max(b.end_ns, b.begin_ns + 1)) - kGutter) / 2;
+    const double per = static_cast<double>(b.ops) / std::max(1e-9, x1 - x0);
+    for (int k = std::max(0, static_cast<int>(x0)); k < bins && k <= static_cast<int>(x1); ++k) {
+      const double part = std::min<double>(k + 1, x1) - std::max<double>(k, x0);
+      if (part > 0) ops[static_cast<size_t>(k)] += per * part;
+    }
+  }
+  const int rows_h = height - 4;
+  for (int k = 0; k < bins; ++k) {
+    const double v = ops[static_cast<size_t>(k)];
+    if (v <= 0) continue;
+    p.fillRect(QRectF(kGutter + 2.0 * k, y + 2, 2.0, rows_h), densityColor(v / 2));
+    ++last_rects_;
+  }
+  const int64_t visible = data_->estimateOps(vb, ve);
+  QString text = visible > window_budget_ops_
+                     ? tr("~%L1 ops here \u00b7 zoom in to see them").arg(visible)
+                     : tr("loading ~%L1 ops\u2026").arg(visible);
+  const QFontMetrics fm(p.font());
+  QRectF box(kGutter + 8, y + 2 + rows_h / 2.0 - kRow / 2.0, fm.horizontalAdvance(text) + 12, kRow);
+  p.fillRect(box, QColor(255, 255, 255, 220));
+  p.setPen(kText);
+  p.drawText(box, Qt::AlignCenter, text);
+}
+
+void TimelineView::paintLaunchLinks(QPainter& p) {
+  if (!selected_.valid()) return;
+  std::vector<std::pair<SliceRef, SliceRef>> links;  // (host op, task)
+  const LaneKind sk = data_->lanes()[static_cast<size_t>(selected_.lane)].kind;
+  if (sk == LaneKind::kThread) {
+    for (SliceRef t : data_->tasksOf(selected_)) links.push_back({selected_, t});
+  } else if (sk == LaneKind::kTasks) {
+    const SliceRef h = data_->launchOf(selected_);
+    if (h.valid()) links.push_back({h, selected_});
+  }
+  if (links.size() > 256) links.resize(256);
+  p.save();
+  p.setRenderHint(QPainter::Antialiasing, true);
+  const QColor c(0x1f, 0x5f, 0xbf);
+  p.setPen(QPen(c, 1.4));
+  for (const auto& [h, t] : links) {
+    const QRectF hr = sliceRect(h), tr_ = sliceRect(t);
+    if (hr.isNull() || tr_.isNull()) continue;
+    const bool below = tr_.top() >= hr.bottom();  // device lanes sit below the host threads
+    const QPointF a(std::max<double>(kGutter, hr.left()), below ? hr.bottom() : hr.top());
+    const QPointF b(std::max<double>(kGutter, tr_.left()), below ? tr_.top() : tr_.bottom());
+    p.drawLine(a, b);
+    // Arrow head at the task.
+    const double ang = std::atan2(b.y() - a.y(), b.x() - a.x());
+    QPolygonF head;
+    head << b << b - QPointF(7 * std::cos(ang - 0.4), 7 * std::sin(ang - 0.4))
+         << b - QPointF(7 * std::cos(ang + 0.4), 7 * std::sin(ang + 0.4));
+    p.setBrush(c);
+    p.drawPolygon(head);
+  }
+  p.restore();
 }
 
 void TimelineView::paintMemory(QPainter& p, const Track& t, int y) {

@@ -59,6 +59,57 @@ TraceDocument::TraceDocument(QObject* parent) : QObject(parent) {
 
 TraceDocument::~TraceDocument() {
   if (watcher_) watcher_->waitForFinished();
+  if (window_watcher_) window_watcher_->waitForFinished();
+}
+
+bool TraceDocument::loadWindow(const TimeWindow& window, bool sync) {
+  if (!reader_ || !data_ || !data_->partial() || window.end_ns <= window.begin_ns) return false;
+  if (watcher_) return false;  // a whole run is loading; it decides what is shown
+  if (window_watcher_ && !sync) {
+    has_pending_window_ = true;
+    pending_window_ = window;
+    return true;
+  }
+  if (window_watcher_) window_watcher_->waitForFinished();
+  const std::string path = path_.toStdString();
+  const int64_t run_id = data_->runId();
+  auto run = [path, run_id, window] {
+    auto out = std::make_shared<RunLoad>();
+    out->run_id = run_id;
+    LoadOptions o;
+    o.has_window = true;
+    o.window = window;
+    auto data = TimelineData::load(path, run_id, o);
+    if (data.isOk()) out->data = std::move(data).value();
+    else out->status = data.status();
+    return out;
+  };
+  auto finish = [this](std::shared_ptr<RunLoad> load) {
+    if (!load->status.isOk()) {
+      emit errorOccurred(message(load->status));
+      return;
+    }
+    if (!data_ || data_->runId() != load->run_id || watcher_) return;  // another run meanwhile
+    data_ = std::move(load->data);
+    emit windowLoaded();
+  };
+  if (sync) {
+    finish(run());
+    return true;
+  }
+  window_watcher_ = new QFutureWatcher<std::shared_ptr<RunLoad>>(this);
+  connect(window_watcher_, &QFutureWatcherBase::finished, this, [this, finish] {
+    auto load = window_watcher_->result();
+    window_watcher_->deleteLater();
+    window_watcher_ = nullptr;
+    finish(std::move(load));
+    if (has_pending_window_) {
+      has_pending_window_ = false;
+      if (!data_ || !data_->covers(pending_window_.begin_ns, pending_window_.end_ns)) loadWindow(pending_window_);
+    }
+  });
+  window_watcher_->setFuture(QtConcurrent::run(run));
+  return true;
 }
 
 bool TraceDocument::open(const QString& path) {
@@ -73,6 +124,7 @@ bool TraceDocument::open(const QString& path) {
     return false;
   }
   if (watcher_) watcher_->waitForFinished();
+  if (window_watcher_) window_watcher_->waitForFinished();
   close();
   path_ = path;
   reader_ = std::move(r).value();

@@ -157,6 +157,39 @@ TEST(Screenshots, ImportedTorchNpuTrace) {
   w.tabs()->setCurrentWidget(w.timeline());
   w.timeline()->view()->fitAll();
   save(&w, "imported_01_timeline");
+  // The real device streams, and the launch links of a host op that queued several tasks.
+  {
+    TimelineView* v = w.timeline()->view();
+    const TimelineData* d = v->data();
+    ASSERT_NE(d, nullptr);
+    int task_lanes = 0;
+    for (const Lane& l : d->lanes()) task_lanes += l.kind == LaneKind::kTasks;
+    EXPECT_GE(task_lanes, 2);
+    SliceRef best;
+    size_t most = 0;
+    for (int li = 0; li < static_cast<int>(d->lanes().size()); ++li) {
+      if (d->lanes()[static_cast<size_t>(li)].kind != LaneKind::kThread) continue;
+      for (uint32_t i = 0; i < d->lanes()[static_cast<size_t>(li)].slices.size(); ++i) {
+        const size_t n = d->tasksOf({li, i}).size();
+        if (n > most && n < 12) {
+          most = n;
+          best = {li, i};
+        }
+      }
+    }
+    ASSERT_TRUE(best.valid());
+    const auto tasks = d->tasksOf(best);
+    const Slice& h = d->slice(best);
+    const Slice& last = d->slice(tasks.back());
+    const int64_t span = std::max<int64_t>(last.end() - h.start_ns, 1000);
+    v->fitWindow(h.start_ns - span / 5, last.end() + span / 5);
+    v->selectSlice(best, false);
+    EXPECT_TRUE(w.timeline()->details()->toPlainText().contains("Device tasks (real)"));
+    save(&w, "imported_04_launch_links");
+    v->selectSlice(tasks.front(), false);
+    EXPECT_TRUE(w.timeline()->details()->toPlainText().contains("Launched by"));
+    save(&w, "imported_05_task_selected");
+  }
   w.tabs()->setCurrentWidget(w.operators());
   ASSERT_GT(w.operators()->table()->model()->rowCount(), 100) << "the imported host ops are in the op table";
   w.operators()->table()->selectRow(0);

@@ -5,7 +5,11 @@
 #include <filesystem>
 #include <map>
 
+#include <set>
+#include <sqlite3.h>
+
 #include "npuscope/gui/timeline_data.h"
+#include "npuscope/import/import.h"
 #include "synthetic_trace.h"
 
 namespace npuscope::gui {
@@ -138,6 +142,128 @@ TEST_F(TimelineDataTest, SearchIsCaseInsensitiveAndInStartOrder) {
     EXPECT_LE(d.value()->slice(hits[i - 1]).start_ns, d.value()->slice(hits[i]).start_ns);
   }
   EXPECT_TRUE(d.value()->search("no such op").empty());
+}
+
+// A run too large to hold (here: a limit of 100 ops) loads only its block summaries; a window
+// then loads exactly the ops that start in it plus the ops enclosing its start, as a full load
+// of the same file has them.
+TEST_F(TimelineDataTest, PartialLoadHoldsTheWindowsOpsAndEstimatesTheRestFromBlocks) {
+  auto full = TimelineData::load(path_, info_.run_id, 2);
+  ASSERT_TRUE(full.isOk()) << full.status().toString();
+  const TimelineData& f = *full.value();
+  ASSERT_FALSE(f.partial());
+
+  LoadOptions o;
+  o.full_load_ops = 100;
+  auto bare = TimelineData::load(path_, info_.run_id, o);
+  ASSERT_TRUE(bare.isOk()) << bare.status().toString();
+  EXPECT_TRUE(bare.value()->partial());
+  EXPECT_EQ(bare.value()->opCount(), 0);
+  EXPECT_EQ(bare.value()->totalOps(), info_.ops);
+  EXPECT_EQ(bare.value()->estimateOps(f.beginNs(), f.endNs() + 1), info_.ops);
+  EXPECT_EQ(bare.value()->beginNs(), f.beginNs());
+  EXPECT_EQ(bare.value()->endNs(), f.endNs());
+  EXPECT_EQ(bare.value()->steps().size(), f.steps().size());
+  EXPECT_FALSE(bare.value()->covers(f.beginNs(), f.beginNs() + 1));
+
+  // A window from the middle of step 5 to the middle of step 7.
+  const StepRow* s5 = f.stepByIndex(5);
+  const StepRow* s7 = f.stepByIndex(7);
+  ASSERT_TRUE(s5 && s7);
+  const TimeWindow w{s5->start_ns + s5->dur_ns / 2, s7->start_ns + s7->dur_ns / 2};
+  std::set<int64_t> expected;
+  int64_t in_window = 0;
+  for (const Lane& lane : f.lanes()) {
+    if (lane.kind != LaneKind::kThread) continue;
+    for (const Slice& s : lane.slices) {
+      if (w.contains(s.start_ns)) ++in_window;
+      if (w.contains(s.start_ns) || (s.start_ns < w.begin_ns && s.end() > w.begin_ns)) expected.insert(s.id);
+    }
+  }
+  ASSERT_GT(in_window, 100);
+  ASSERT_GT(expected.size(), static_cast<size_t>(in_window)) << "the window cuts through enclosing ops";
+  // The block estimate is close (blocks hold a few thousand ops; the run is small).
+  const int64_t est = bare.value()->estimateOps(w.begin_ns, w.end_ns);
+  EXPECT_GT(est, 0);
+  EXPECT_LE(est, info_.ops);
+
+  o.has_window = true;
+  o.window = w;
+  for (int workers : {1, 3}) {
+    o.workers = workers;
+    auto part = TimelineData::load(path_, info_.run_id, o);
+    ASSERT_TRUE(part.isOk()) << part.status().toString();
+    const TimelineData& p = *part.value();
+    EXPECT_TRUE(p.partial());
+    EXPECT_TRUE(p.covers(w.begin_ns, w.end_ns));
+    EXPECT_FALSE(p.covers(w.begin_ns - 1, w.end_ns));
+    std::set<int64_t> got;
+    for (const Lane& lane : p.lanes()) {
+      if (lane.kind != LaneKind::kThread) continue;
+      for (int d = 0; d < lane.depthCount(); ++d) {
+        for (uint32_t i = lane.depth_begin[d] + 1; i < lane.depth_begin[d + 1]; ++i) {
+          ASSERT_LE(lane.slices[i - 1].start_ns, lane.slices[i].start_ns) << lane.title << " depth " << d;
+        }
+      }
+      for (const Slice& s : lane.slices) EXPECT_TRUE(got.insert(s.id).second) << "op " << s.id << " twice";
+    }
+    EXPECT_EQ(got, expected);
+    EXPECT_EQ(p.opCount(), static_cast<int64_t>(expected.size()));
+    // What the window holds is what a full load aggregates there.
+    expectSameTable(p.aggregate(w), f.aggregate(w));
+    EXPECT_EQ(p.deviceCopyOf(p.findById(*expected.rbegin())).valid(),
+              f.deviceCopyOf(f.findById(*expected.rbegin())).valid());
+  }
+}
+
+// An imported torch_npu trace: one lane per real device stream, every task in one, and the
+// launch link from each linked task to its host op (and back).
+TEST(TimelineDataImported, RealDeviceStreamsWithLaunchLinks) {
+  const std::string db = tempTrace("imported");
+  auto imp = import::importPath(std::string(NPUSCOPE_TRACES) + "/ascend_alexnet_rank0_ascend_pt", db);
+  ASSERT_TRUE(imp.isOk()) << imp.status().toString();
+  // Independent figures: the SQLite file itself (distinct device/stream pairs) and the
+  // sample's Python-counted tasks (539, of which 537 are linked to a launching op).
+  int64_t streams = 0;
+  {
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(h, "SELECT count(*) FROM (SELECT DISTINCT device, stream FROM device_tasks)", -1, &st,
+                                 nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    streams = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+  }
+  ASSERT_GT(streams, 1);
+  auto d = TimelineData::load(db, imp.value().runs.at(0).run_id);
+  ASSERT_TRUE(d.isOk()) << d.status().toString();
+  const TimelineData& data = *d.value();
+  int64_t task_lanes = 0, tasks = 0, linked = 0, checked = 0;
+  for (int li = 0; li < static_cast<int>(data.lanes().size()); ++li) {
+    const Lane& lane = data.lanes()[static_cast<size_t>(li)];
+    EXPECT_NE(lane.kind, LaneKind::kDevice) << "an imported run has no modeled lanes";
+    if (lane.kind != LaneKind::kTasks) continue;
+    ++task_lanes;
+    tasks += static_cast<int64_t>(lane.slices.size());
+    for (uint32_t i = 0; i < lane.slices.size(); ++i) {
+      const SliceRef t{li, i};
+      const SliceRef h = data.launchOf(t);
+      if (!h.valid()) continue;
+      ++linked;
+      EXPECT_EQ(data.slice(h).id, lane.slices[i].parent_id);
+      EXPECT_LE(data.slice(h).start_ns, lane.slices[i].start_ns) << "a task starts after its launch";
+      const auto back = data.tasksOf(h);
+      EXPECT_NE(std::find(back.begin(), back.end(), t), back.end());
+      ++checked;
+    }
+  }
+  EXPECT_EQ(task_lanes, streams);
+  EXPECT_EQ(tasks, 539);
+  EXPECT_EQ(linked, 537);
+  EXPECT_EQ(checked, 537);
+  std::filesystem::remove(db);
 }
 
 TEST(TimelineDataErrors, MissingFileAndRunAreErrors) {

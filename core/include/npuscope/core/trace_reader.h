@@ -65,6 +65,15 @@ struct ThreadSummary {
   bool holdsBackward() const { return backward_op_count > 0; }
 };
 
+// One op_blocks row: a few thousand consecutive ops of one thread, summarised. A timeline
+// zoomed out over a run too large to hold draws op density from these.
+struct OpBlockSummary {
+  int64_t thread_id = 0;
+  int64_t ops = 0;
+  int64_t min_start_ns = 0;
+  int64_t max_end_ns = 0;
+};
+
 // One op as a timeline draws it. Strings are views into the reader's string cache and stay
 // valid as long as the reader lives.
 struct OpSlice {
@@ -256,6 +265,9 @@ class TraceReader {
 
   // The threads that hold ops of the run, by first op (from the op_blocks summary).
   StatusOr<std::vector<ThreadSummary>> threads(int64_t run_id);
+  // The run's op blocks by thread, each thread's in start order (ops not yet summarised in a
+  // block of a live file are left out).
+  StatusOr<std::vector<OpBlockSummary>> opBlocks(int64_t run_id);
 
   StatusOr<OpAggregateTable> opAggregates(const OpAggregateQuery& query);
 

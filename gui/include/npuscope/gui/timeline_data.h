@@ -1,9 +1,15 @@
-// The timeline's in-memory model of one run: every op of every thread in a compact form,
+// The timeline's in-memory model of one run: the ops of every thread in a compact form,
 // arranged so that a frame draws in O(pixels x depth x log n) whatever the run's size, plus the
-// modeled device stream lanes and the step table. Loaded once per run (in parallel, each worker
-// with its own read-only TraceReader, so it may run off the GUI thread); everything after the
-// load is plain memory and never touches SQLite. Qt-free, so tests and benchmarks can drive it
-// directly.
+// modeled device stream lanes, the real device streams of an imported run (with the link from
+// each task to the host op that launched it) and the step table. Loaded in parallel, each
+// worker with its own read-only TraceReader, so it may run off the GUI thread; everything after
+// the load is plain memory and never touches SQLite. Qt-free, so tests and benchmarks can drive
+// it directly.
+//
+// A run with more ops than LoadOptions::full_load_ops is loaded *partially*: only the op block
+// summaries (op density per thread, a few thousand ops a block) and the ops of one time window
+// are in memory, so a trace's size is bounded by disk, not RAM. The view asks for a new window
+// as the user zooms in (TraceDocument::loadWindow).
 #pragma once
 
 #include <cstdint>
@@ -36,7 +42,29 @@ struct Slice {
   int64_t end() const { return start_ns + dur_ns; }
 };
 
-enum class LaneKind { kThread, kDevice };
+enum class LaneKind {
+  kThread,  // a host thread's ops
+  kDevice,  // the modeled stream of an npu: copies of host ops at their modeled device times
+  kTasks,   // a real device stream of an imported run: its tasks (id = task id, parent_id =
+            // the launching host op's id or -1, dtypes = the task type)
+};
+
+// Op density of a thread where its ops are not in memory: `ops` ops start in [begin, end).
+struct DensityBlock {
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+  int64_t ops = 0;
+};
+
+struct LoadOptions {
+  int workers = 0;  // parallel readers (0: one per hardware thread, at most 4)
+  // Runs with more ops load partially (see above). About 72 bytes an op in memory.
+  int64_t full_load_ops = 3000000;
+  // Partial loads: the ops that overlap this window (ops starting in it and the ops enclosing
+  // its start); none when unset.
+  bool has_window = false;
+  TimeWindow window;
+};
 
 // A track of the timeline. Thread lanes hold the thread's ops grouped by depth (depth 0 first),
 // each depth block in start order; on one thread ops of equal depth never overlap, so within a
@@ -46,8 +74,11 @@ enum class LaneKind { kThread, kDevice };
 struct Lane {
   LaneKind kind = LaneKind::kThread;
   int64_t thread_id = 0;  // thread lanes
-  int32_t device = -1;    // device lanes
+  int32_t device = -1;    // device and task lanes
+  int32_t stream = -1;    // task lanes
   std::string title;
+  int64_t total_ops = 0;  // ops of the lane in the whole run (thread lanes; in memory or not)
+  std::vector<DensityBlock> blocks;  // partial loads: the thread's op blocks in start order
   int64_t backward_ops = 0;
   std::vector<Slice> slices;
   std::vector<uint32_t> depth_begin;  // depth d occupies [depth_begin[d], depth_begin[d + 1])
@@ -74,6 +105,22 @@ class TimelineData {
   // Reads every op of `run_id` from the file at `path`, with `workers` parallel readers (0: one
   // per hardware thread, at most 4). Also reads the steps. Errors name the file.
   static StatusOr<std::unique_ptr<TimelineData>> load(const std::string& path, int64_t run_id, int workers = 0);
+  static StatusOr<std::unique_ptr<TimelineData>> load(const std::string& path, int64_t run_id,
+                                                      const LoadOptions& options);
+
+  // Partial loads: only the ops of loadedWindow() are in memory (the lanes' blocks say where
+  // the others are). Full loads: every op, loadedWindow() unbounded.
+  bool partial() const { return partial_; }
+  const TimeWindow& loadedWindow() const { return loaded_; }
+  // Every op starting in [begin, end) is in memory.
+  bool covers(int64_t begin_ns, int64_t end_ns) const {
+    return !partial_ || (begin_ns >= loaded_.begin_ns && end_ns <= loaded_.end_ns);
+  }
+  // Ops of the run on all threads (opCount(): those in memory).
+  int64_t totalOps() const { return total_ops_; }
+  // About how many ops start in [begin, end), from the block summaries (exact for full loads
+  // up to the blocks' resolution).
+  int64_t estimateOps(int64_t begin_ns, int64_t end_ns) const;
 
   int64_t runId() const { return run_id_; }
   int64_t beginNs() const { return begin_ns_; }
@@ -89,6 +136,10 @@ class TimelineData {
   SliceRef findById(int64_t id) const;
   // The device-lane copy of a host op, or an invalid ref.
   SliceRef deviceCopyOf(SliceRef host) const;
+  // A real device task's launching host op (its thread lane), or an invalid ref.
+  SliceRef launchOf(SliceRef task) const;
+  // The real device tasks a host op launched, in start order.
+  std::vector<SliceRef> tasksOf(SliceRef host) const;
   // The op's duration minus its direct children's durations.
   int64_t selfNs(SliceRef r) const;
   // The forward/backward partner by autograd sequence number: for a forward op the outermost
@@ -119,6 +170,10 @@ class TimelineData {
   std::vector<std::string> strings_;
   std::vector<StepRow> steps_;
   int host_lanes_ = 0;  // lanes_[0, host_lanes_) are thread lanes
+  bool partial_ = false;
+  TimeWindow loaded_;
+  int64_t total_ops_ = 0;
+  std::vector<std::pair<int64_t, SliceRef>> tasks_by_op_;  // (launching op id, task), sorted
 };
 
 }  // namespace npuscope::gui

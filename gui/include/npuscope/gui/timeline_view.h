@@ -1,12 +1,15 @@
 // The timeline: one custom-painted widget (no widget per slice) over a TimelineData. From the
 // top: a time ruler, a band of ProfilerStep#N slices, then one track per thread (nested op
 // slices by depth; the backward thread included), the modeled device stream of each npu, and
+// the real device streams of an imported run (a selected op's launch links drawn to its tasks),
 // counter tracks for device memory and the loss scale.
 //
 // Viewport: the time at the plot's left edge and a scale in ns per pixel, so x = left +
-// (t - begin) / ns_per_px. Slices narrower than a pixel are merged into grey blocks and the
-// scan jumps a pixel at a time, so a frame costs O(pixels x depth x log n) whatever the run's
-// size.
+// (t - begin) / ns_per_px. Slices narrower than a pixel are merged into blocks a few pixels
+// wide, shaded by how many ops they hold, and the scan jumps a pixel at a time, so a frame
+// costs O(pixels x depth x log n) whatever the run's size. Where a partial run's ops are not in
+// memory the lanes show op density from the block summaries, and the view asks for the window
+// once it is small enough (windowWanted).
 //
 // Input: Ctrl+wheel or W/S zoom around the mouse; drag or A/D pan (Shift+wheel too); plain wheel
 // scrolls the tracks; F fits the step under the mouse (or the selected slice's), 0 fits the
@@ -37,6 +40,11 @@ class TimelineView : public QWidget {
   // after zooming (debounced, never from paintEvent).
   void setMemoryOverview(std::vector<MemorySample> samples);
   void setMemoryProvider(std::function<std::vector<MemorySample>(const TimeWindow&, size_t)> provider);
+  // Partial runs (TimelineData::partial()): the most ops a window may hold to be asked for.
+  void setWindowBudget(int64_t ops) { window_budget_ops_ = ops; }
+  // The window to ask for now: the view plus half a view on each side, when the view is not in
+  // memory and holds at most the budget's ops; an empty window otherwise.
+  TimeWindow wantedWindow() const;
 
   // ---- viewport arithmetic (public for tests) ----
   int plotLeft() const { return kGutter; }
@@ -88,6 +96,8 @@ class TimelineView : public QWidget {
   void rangeSelected(qint64 begin_ns, qint64 end_ns);
   void rangeCleared();
   void viewChanged();
+  // A partial run's view settled on a window whose ops are not in memory (debounced).
+  void windowWanted(qint64 begin_ns, qint64 end_ns);
 
  protected:
   void paintEvent(QPaintEvent*) override;
@@ -129,6 +139,8 @@ class TimelineView : public QWidget {
   void paintRuler(QPainter& p, int64_t tick);
   void paintSteps(QPainter& p);
   void paintLane(QPainter& p, const Track& t, int y);
+  void paintDensity(QPainter& p, const Lane& lane, int y, int height);
+  void paintLaunchLinks(QPainter& p);
   void paintMemory(QPainter& p, const Track& t, int y);
   void paintLossScale(QPainter& p, const Track& t, int y);
   bool highlighted(const Slice& s) const;
@@ -151,6 +163,8 @@ class TimelineView : public QWidget {
   TimeWindow memory_detail_window_;
   std::function<std::vector<MemorySample>(const TimeWindow&, size_t)> memory_provider_;
   QTimer memory_timer_;
+  QTimer window_timer_;
+  int64_t window_budget_ops_ = 1500000;
 
   // Mouse interaction.
   enum class Drag { kNone, kPan, kSelect };

@@ -45,6 +45,10 @@ class TraceDocument : public QObject {
   // either way runLoaded fires on success and errorOccurred on failure.
   bool loadRun(int64_t run_id, bool sync = false);
   bool isLoading() const { return watcher_ != nullptr; }
+  // A partial run (TimelineData::partial()): loads the ops of `window` in the background (or
+  // now, when sync) and emits windowLoaded; a newer request replaces a waiting one.
+  bool loadWindow(const TimeWindow& window, bool sync = false);
+  bool isLoadingWindow() const { return window_watcher_ != nullptr; }
   int64_t currentRun() const { return data_ ? data_->runId() : -1; }
   const TimelineData* timeline() const { return data_.get(); }
   const std::vector<OverflowEventRow>& overflowEvents() const { return overflow_; }
@@ -67,6 +71,8 @@ class TraceDocument : public QObject {
   void runsChanged();
   void loadStarted(qint64 run_id);
   void runLoaded(qint64 run_id, bool refreshed);
+  // The current run's timeline now holds another window of ops (same run, same other data).
+  void windowLoaded();
 
  private:
   void finishLoad(std::shared_ptr<RunLoad> load, bool refreshed);
@@ -82,6 +88,9 @@ class TraceDocument : public QObject {
   std::vector<TensorDumpInfo> dumps_;
   std::vector<MemorySample> memory_;
   QFutureWatcher<std::shared_ptr<RunLoad>>* watcher_ = nullptr;
+  QFutureWatcher<std::shared_ptr<RunLoad>>* window_watcher_ = nullptr;
+  bool has_pending_window_ = false;
+  TimeWindow pending_window_;
   int64_t pending_run_ = -1;
   QTimer poll_timer_;
   QString stamp_;
