@@ -1,15 +1,26 @@
-// bench_gui: the workbench on a 1M-op run (written once through TraceWriter by the GUI tests'
-// generator, cached in the temp directory as npuscope_bench_gui_1m.db), offscreen.
+// bench_gui: the workbench on a 1M-op run and a 50M-op run (written once through TraceWriter by
+// the GUI tests' generator, cached in the temp directory as npuscope_bench_gui_1m.db and
+// npuscope_bench_gui_50m.db — the latter takes a few minutes and ~4 GB the first time),
+// offscreen.
+//   open_first_paint_ms_50m_ops: open the 50M-op file, load the run (partially: block density,
+//                    steps) and paint the whole-run timeline once (target <= 2000)
+//   window_ms_50m_ops: zoom to a window of ~1M ops, load its ops and paint (reported)
+//   gui_peak_rss_MB_50m_ops: the process's peak resident memory over the two (target <= 1000;
+//                    the peak is reset after the file is generated)
 //   open_first_paint_ms_1m_ops: open the file, load the run, paint the timeline once (target <= 1500)
 //   frame_ms_1m_ops: median repaint after one zoom or pan step, at full-run scale and at 1 ms
 //                    across (target <= 30); the two scales are also reported separately.
+// NPUSCOPE_BENCH_GUI_50M_OPS overrides the size of the large run (e.g. 5000000 for a quick look).
 #include <benchmark/benchmark.h>
 
 #include <QApplication>
 #include <QElapsedTimer>
 #include <QImage>
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "npuscope/gui/timeline_view.h"
@@ -29,6 +40,64 @@ QApplication* app() {
     return new QApplication(argc, argv);
   }();
   return a;
+}
+
+// A generated file of about `ops` ops, made on first use and kept.
+std::string generatedFile(const char* name, int64_t ops, int blocks) {
+  const std::string p = (std::filesystem::temp_directory_path() / name).string();
+  bool ok = false;
+  if (std::filesystem::exists(p)) {
+    auto r = npuscope::TraceReader::open(p);
+    if (r.isOk()) {
+      auto runs = r.value()->runs();
+      ok = runs.isOk() && runs->size() == 1 && runs->front().status == "completed";
+      if (ok) {
+        auto threads = r.value()->threads(runs->front().id);
+        int64_t n = 0;
+        for (const auto& t : threads.value()) n += t.op_count;
+        ok = threads.isOk() && n >= ops * 9 / 10 && n <= ops * 11 / 10;
+      }
+    }
+  }
+  if (!ok) {
+    for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(p + s);
+    npuscope::testing::SyntheticRunOptions o;
+    o.blocks = blocks;
+    o.dumps = false;
+    // Ops per step of this layout, measured on a short run.
+    o.steps = 20;
+    const std::string probe = p + ".probe";
+    auto pr = npuscope::testing::writeSyntheticFile(probe, o);
+    int64_t probe_ops = 0;
+    if (pr.isOk()) {
+      auto rd = npuscope::TraceReader::open(probe);
+      auto threads = rd.isOk() ? rd.value()->threads(pr.value().run_id) : rd.status();
+      for (const auto& t : threads.value()) probe_ops += t.op_count;
+    }
+    for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(probe + s);
+    if (!pr.isOk() || probe_ops == 0) {
+      fprintf(stderr, "bench_gui: cannot write %s\n", probe.c_str());
+      std::abort();
+    }
+    o.steps = std::max<int64_t>(1, ops * 20 / probe_ops);
+    auto r = npuscope::testing::writeSyntheticFile(p, o);
+    if (!r.isOk()) {
+      fprintf(stderr, "bench_gui: cannot write %s: %s\n", p.c_str(), r.status().toString().c_str());
+      std::abort();
+    }
+  }
+  return p;
+}
+
+// /proc/self/status fields in kB.
+int64_t procStatusKb(const char* field) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  const std::string key = std::string(field) + ":";
+  while (std::getline(f, line)) {
+    if (line.rfind(key, 0) == 0) return std::atoll(line.c_str() + key.size());
+  }
+  return -1;
 }
 
 // The 1M-op file, generated on first use and kept (generation takes a few seconds).
@@ -70,6 +139,59 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
 }
+
+// First in the binary, so the peak resident memory it reports is its own.
+void BM_OpenFirstPaint50M(benchmark::State& state) {
+  app();
+  int64_t target = 50'000'000;
+  if (const char* e = std::getenv("NPUSCOPE_BENCH_GUI_50M_OPS")) target = std::max<int64_t>(100000, std::atoll(e));
+  const std::string path = generatedFile("npuscope_bench_gui_50m.db", target, 16);
+  {
+    std::ofstream reset("/proc/self/clear_refs");
+    reset << "5";  // resets VmHWM: the generator's memory is not the GUI's
+  }
+  std::vector<double> first, window;
+  int64_t ops = 0, window_ops = 0;
+  for (auto _ : state) {
+    QElapsedTimer t;
+    t.start();
+    npuscope::gui::TraceDocument doc;
+    if (!doc.open(QString::fromStdString(path)) || !doc.loadRun(doc.runs().front().id, true)) {
+      state.SkipWithError("open failed");
+      return;
+    }
+    npuscope::gui::TimelineView v;
+    v.resize(1600, 900);
+    v.setMemoryOverview(doc.memoryOverview());
+    v.setData(doc.timeline());
+    QImage img(v.size(), QImage::Format_ARGB32_Premultiplied);
+    v.render(&img);
+    first.push_back(static_cast<double>(t.nsecsElapsed()) / 1e6);
+    const npuscope::gui::TimelineData* d = doc.timeline();
+    ops = d->totalOps();
+    // Zoom to about 1M ops in the middle of the run, as a user would, and let the view ask.
+    t.restart();
+    const int64_t mid = (d->beginNs() + d->endNs()) / 2;
+    int64_t span = d->endNs() - d->beginNs();
+    while (span > 1000 && d->estimateOps(mid - span / 2, mid + span / 2) > 500000) span /= 2;
+    v.setView(mid - span / 2, static_cast<double>(span) / v.plotWidth());
+    const npuscope::TimeWindow w = v.wantedWindow();
+    if (w.end_ns <= w.begin_ns || !doc.loadWindow(w, true)) {
+      state.SkipWithError("no window was asked for");
+      return;
+    }
+    v.setData(doc.timeline(), true);
+    v.render(&img);
+    window.push_back(static_cast<double>(t.nsecsElapsed()) / 1e6);
+    window_ops = doc.timeline()->opCount();
+  }
+  state.counters["open_first_paint_ms_50m_ops"] = median(first);
+  state.counters["window_ms_50m_ops"] = median(window);
+  state.counters["window_ops"] = static_cast<double>(window_ops);
+  state.counters["gui_peak_rss_MB_50m_ops"] = static_cast<double>(procStatusKb("VmHWM")) / 1024.0;
+  state.counters["ops"] = static_cast<double>(ops);
+}
+BENCHMARK(BM_OpenFirstPaint50M)->Iterations(3)->Unit(benchmark::kMillisecond);
 
 void BM_OpenFirstPaint(benchmark::State& state) {
   app();

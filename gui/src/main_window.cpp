@@ -14,6 +14,8 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QProgressDialog>
+#include <QTimer>
 #include <QSettings>
 #include <QSplitter>
 #include <QStatusBar>
@@ -28,6 +30,8 @@
 #include "npuscope/gui/gui.h"
 #include "npuscope/gui/models.h"
 #include "npuscope/gui/operators_view.h"
+#include "npuscope/gui/perf_compare_view.h"
+#include "npuscope/gui/trace_import.h"
 #include "npuscope/gui/record_dialog.h"
 #include "npuscope/gui/timeline_panel.h"
 #include "npuscope/gui/timeline_view.h"
@@ -87,11 +91,17 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   training_ = new TrainingView(doc_, this);
   dumps_ = new DumpsView(doc_, this);
   compare_ = new CompareView(doc_, this);
+  perf_ = new PerfCompareView(this);
+  perf_->clear(tr("Select two runs in the list, or File > Compare Performance With\u2026 another file or "
+                  "trace (a Kineto JSON, a torch_npu folder), to compare their op and step times."));
+  importer_ = new TraceImport(this);
   tabs_->addTab(timeline_, tr("Timeline"));
   tabs_->addTab(operators_, tr("Operators"));
   tabs_->addTab(training_, tr("Training"));
   tabs_->addTab(dumps_, tr("Dumps"));
   tabs_->addTab(compare_, tr("Compare"));
+  tabs_->addTab(perf_, tr("Performance"));
+  connect(perf_, &PerfCompareView::errorOccurred, this, &MainWindow::showError);
 
   // Message bar for errors.
   message_bar_ = new QWidget(this);
@@ -121,13 +131,23 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
   // Menus.
   QMenu* file = menuBar()->addMenu(tr("&File"));
-  QAction* open = file->addAction(tr("&Open\u2026"), this, [this] {
-    const QString p = QFileDialog::getOpenFileName(this, tr("Open trace"), QString(),
-                                                   tr("npuscope traces (*.db *.sqlite);;All files (*)"));
+  const QString filters = tr("Traces (*.db *.sqlite *.json *.gz);;npuscope files (*.db *.sqlite);;"
+                             "Kineto / torch.profiler JSON (*.json *.json.gz);;All files (*)");
+  QAction* open = file->addAction(tr("&Open\u2026"), this, [this, filters] {
+    const QString p = QFileDialog::getOpenFileName(this, tr("Open trace"), QString(), filters);
     if (!p.isEmpty()) openFile(p);
   });
   open->setShortcut(QKeySequence::Open);
+  file->addAction(tr("Open Trace &Folder\u2026"), this, [this] {
+    const QString p = QFileDialog::getExistingDirectory(
+        this, tr("Open a torch_npu *_ascend_pt folder, its ASCEND_PROFILER_OUTPUT, or a folder of ranks"));
+    if (!p.isEmpty()) openFile(p);
+  })->setShortcut(QKeySequence("Ctrl+Shift+O"));
   recent_menu_ = file->addMenu(tr("Open &Recent"));
+  file->addAction(tr("Compare &Performance With\u2026"), this, [this, filters] {
+    const QString p = QFileDialog::getOpenFileName(this, tr("Compare the current run with"), QString(), filters);
+    if (!p.isEmpty()) comparePerformanceWith(p);
+  });
   file->addAction(tr("&Record\u2026"), this, &MainWindow::showRecordDialog)->setShortcut(QKeySequence("Ctrl+R"));
   file->addSeparator();
   file->addAction(tr("&Quit"), this, &QWidget::close)->setShortcut(QKeySequence::Quit);
@@ -151,13 +171,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     QApplication::restoreOverrideCursor();
     const TimelineData* d = doc_->timeline();
     const RunRow* r = doc_->runById(id);
-    status_->setText(tr("%1 \u2014 run #%2%3: %L4 ops, %L5 steps, %6")
+    status_->setText(tr("%1 \u2014 run #%2%3: %L4 ops%7, %L5 steps, %6")
                          .arg(doc_->path())
                          .arg(id)
                          .arg(r && r->status == "running" ? tr(" (running, live)") : QString())
-                         .arg(d ? d->opCount() : 0)
+                         .arg(d ? d->totalOps() : 0)
                          .arg(d ? d->steps().size() : 0)
-                         .arg(d ? formatNs(d->endNs() - d->beginNs()) : QString()));
+                         .arg(d ? formatNs(d->endNs() - d->beginNs()) : QString())
+                         .arg(d && d->partial() ? tr(" (too many to hold: zoom in to load them)") : QString()));
     (void)refreshed;
   });
   connect(doc_, &TraceDocument::errorOccurred, this, [] {
@@ -189,13 +210,137 @@ bool MainWindow::openFile(const QString& path, bool sync) {
   const bool old = sync_;
   sync_ = sync_ || sync;
   message_bar_->hide();
-  const bool ok = doc_->open(path);
-  if (ok) {
-    addRecent(QFileInfo(path).absoluteFilePath());
-    setWindowTitle(QString("npuscope \u2014 %1").arg(QFileInfo(path).fileName()));
+  bool ok;
+  if (!TraceImport::formatOf(path).isEmpty()) {
+    const QString source = QFileInfo(path).absoluteFilePath();
+    ok = convertThen(source, sync_, [this, source](const QString& db) { openDatabase(db, source); });
+  } else {
+    ok = openDatabase(path, QFileInfo(path).absoluteFilePath());
   }
   sync_ = old;
   return ok;
+}
+
+bool MainWindow::openDatabase(const QString& path, const QString& shown_as) {
+  const bool ok = doc_->open(path);
+  if (ok) {
+    addRecent(shown_as);
+    setWindowTitle(QString("npuscope \u2014 %1").arg(QFileInfo(shown_as).fileName()));
+  }
+  return ok;
+}
+
+QString MainWindow::statusText() const { return status_->text(); }
+
+bool MainWindow::convertThen(const QString& source, bool sync, std::function<void(const QString&)> then) {
+  const QString name = QFileInfo(source).fileName();
+  const QString cached = TraceImport::cachePathFor(source, importer_->cacheDir());
+  if (TraceImport::upToDate(source, cached)) {
+    then(cached);
+    status_->setText(tr("%1: opened its conversion %2 (the source is unchanged)").arg(name, cached));
+    return true;
+  }
+  if (importer_->isRunning()) {
+    showError(tr("%1: another trace is being converted; wait for it or cancel it first").arg(name));
+    return false;
+  }
+  // One connection per conversion: whichever signal comes, all three are dropped.
+  auto conns = std::make_shared<std::vector<QMetaObject::Connection>>();
+  auto done = [this, conns] {
+    for (const auto& c : *conns) disconnect(c);
+    if (import_progress_) {
+      import_progress_->hide();
+      import_progress_->deleteLater();
+      import_progress_ = nullptr;
+    }
+  };
+  conns->push_back(connect(importer_, &TraceImport::finished, this,
+                           [this, done, then, name](const QString&, const QString& db, const QString& summary) {
+                             done();
+                             last_import_summary_ = summary;
+                             then(db);
+                             status_->setText(tr("%1 converted to %2 \u2014 %3").arg(name, db, summary.section('\n', 0, 0)));
+                             status_->setToolTip(summary);
+                           }));
+  conns->push_back(connect(importer_, &TraceImport::failed, this, [this, done](const QString&, const QString& m) {
+    done();
+    showError(m);
+  }));
+  conns->push_back(connect(importer_, &TraceImport::cancelled, this, [this, done, name](const QString&) {
+    done();
+    status_->setText(tr("Conversion of %1 cancelled; nothing was kept.").arg(name));
+  }));
+  if (!sync) {
+    import_progress_ = new QProgressDialog(tr("Converting %1 (%2)\u2026").arg(name, TraceImport::formatOf(source)),
+                                           tr("Cancel"), 0, 1000, this);
+    import_progress_->setWindowTitle(tr("Opening a trace"));
+    import_progress_->setMinimumDuration(300);
+    import_progress_->setAutoClose(false);
+    import_progress_->setAutoReset(false);
+    import_progress_->setValue(0);
+    connect(import_progress_, &QProgressDialog::canceled, importer_, &TraceImport::cancel);
+    auto* tick = new QTimer(import_progress_);
+    connect(tick, &QTimer::timeout, this, [this] {
+      if (!import_progress_) return;
+      const int64_t total = importer_->total();
+      if (total > 0) {
+        import_progress_->setValue(static_cast<int>(std::min<int64_t>(999, importer_->done() * 1000 / total)));
+        import_progress_->setLabelText(tr("Converting %1\u2026 %2 of %3")
+                                           .arg(import_progress_->property("name").toString(),
+                                                formatBytes(importer_->done()), formatBytes(total)));
+      }
+    });
+    import_progress_->setProperty("name", name);
+    tick->start(100);
+    status_->setText(tr("Converting %1 into %2\u2026").arg(name, cached));
+  }
+  importer_->start(source, sync);
+  return true;
+}
+
+bool MainWindow::comparePerformanceWith(const QString& path, bool sync) {
+  if (!doc_->reader() || doc_->currentRun() < 0) {
+    showError(tr("Open a file and pick a run first: it is side A of the comparison."));
+    return false;
+  }
+  auto compareWith = [this](const QString& db) {
+    auto r = TraceReader::open(db.toStdString());
+    if (!r.isOk()) {
+      showError(QString::fromStdString(r.status().message()));
+      return;
+    }
+    auto runs = r.value()->runs();
+    if (!runs.isOk() || runs->empty()) {
+      showError(runs.isOk() ? tr("%1 holds no runs").arg(db) : QString::fromStdString(runs.status().message()));
+      return;
+    }
+    const RunRow& b = runs->front();
+    const RunRow* a = doc_->runById(doc_->currentRun());
+    auto label = [](const RunRow& run, const QString& file) {
+      return QString("#%1 %2 %3 (%4)")
+          .arg(run.id)
+          .arg(QString::fromStdString(run.model), QString::fromStdString(run.opt_level), QFileInfo(file).fileName());
+    };
+    tabs_->setCurrentWidget(perf_);
+    perf_->compareRuns(*doc_->reader(), a->id, label(*a, doc_->path()), *r.value(), b.id, label(b, db));
+  };
+  const bool old = sync_;
+  sync_ = sync_ || sync;
+  bool ok = true;
+  if (!TraceImport::formatOf(path).isEmpty()) ok = convertThen(QFileInfo(path).absoluteFilePath(), sync_, compareWith);
+  else compareWith(path);
+  sync_ = old;
+  return ok;
+}
+
+bool MainWindow::comparePerformance(int64_t run_a, int64_t run_b) {
+  const RunRow* a = doc_->runById(run_a);
+  const RunRow* b = doc_->runById(run_b);
+  if (!doc_->reader() || !a || !b) return false;
+  auto label = [](const RunRow* r) {
+    return QString("#%1 %2 %3").arg(r->id).arg(QString::fromStdString(r->model), QString::fromStdString(r->opt_level));
+  };
+  return perf_->compareRuns(*doc_->reader(), a->id, label(a), *doc_->reader(), b->id, label(b));
 }
 
 void MainWindow::showError(const QString& message) {
@@ -271,6 +416,7 @@ void MainWindow::onRunSelectionChanged() {
   if (selecting_ || picked.empty()) return;
   if (picked.size() == 2) {
     compare_->compareRuns(picked[1]->id, picked[0]->id);  // the newer run against the older as bench
+    comparePerformance(picked[0]->id, picked[1]->id);    // before (A) against after (B)
     if (doc_->currentRun() != picked[1]->id) doc_->loadRun(picked[1]->id, sync_);
     return;
   }

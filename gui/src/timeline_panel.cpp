@@ -125,8 +125,14 @@ TimelinePanel::TimelinePanel(TraceDocument* doc, QWidget* parent) : QWidget(pare
     if (r.valid()) view_->selectSlice(r, true);
   });
   connect(doc_, &TraceDocument::runLoaded, this, &TimelinePanel::onRunLoaded);
+  // A newly opened file (or the same one again) frees the old run's data at once.
+  connect(doc_, &TraceDocument::fileOpened, this, [this] {
+    view_->setData(nullptr);
+    details_->clear();
+  });
   // A partial run: the view asks for the ops of a window, the document loads them.
   connect(view_, &TimelineView::windowWanted, doc_, [this](qint64 b, qint64 e) { doc_->loadWindow({b, e}); });
+  connect(doc_, &TraceDocument::memoryLoaded, this, [this] { view_->setMemoryOverview(doc_->memoryOverview()); });
   connect(doc_, &TraceDocument::windowLoaded, this, [this] {
     view_->setData(doc_->timeline(), true);
     if (!search_->text().isEmpty()) search(search_->text());
@@ -135,8 +141,8 @@ TimelinePanel::TimelinePanel(TraceDocument* doc, QWidget* parent) : QWidget(pare
 }
 
 void TimelinePanel::onRunLoaded(qint64, bool refreshed) {
+  view_->setData(doc_->timeline(), refreshed);  // first: the old data is gone
   view_->setMemoryOverview(doc_->memoryOverview());
-  view_->setData(doc_->timeline(), refreshed);
   matches_.clear();
   match_ = -1;
   if (!search_->text().isEmpty()) search(search_->text());

@@ -14,14 +14,24 @@ struct RunLoad {
   std::vector<OverflowEventRow> overflow;
   std::vector<TensorDumpInfo> dumps;
   std::vector<MemorySample> memory;
+  bool memory_later = false;  // a partial run: the memory overview is read after the first paint
 };
 
 namespace {
 
-std::shared_ptr<RunLoad> loadRunData(const std::string& path, int64_t run_id) {
+StatusOr<std::vector<MemorySample>> readMemoryOverview(TraceReader& reader, int64_t run_id) {
+  MemoryQuery mq;
+  mq.run_id = run_id;
+  mq.max_points = 4000;
+  return reader.memory(mq);
+}
+
+std::shared_ptr<RunLoad> loadRunData(const std::string& path, int64_t run_id, int64_t full_load_ops) {
   auto out = std::make_shared<RunLoad>();
   out->run_id = run_id;
-  auto data = TimelineData::load(path, run_id);
+  LoadOptions o;
+  o.full_load_ops = full_load_ops;
+  auto data = TimelineData::load(path, run_id, o);
   if (!data.isOk()) {
     out->status = data.status();
     return out;
@@ -34,17 +44,20 @@ std::shared_ptr<RunLoad> loadRunData(const std::string& path, int64_t run_id) {
   }
   auto ov = reader.value()->overflowEvents(run_id);
   auto dumps = reader.value()->tensorDumps(run_id);
-  MemoryQuery mq;
-  mq.run_id = run_id;
-  mq.max_points = 4000;
-  auto mem = reader.value()->memory(mq);
   if (!ov.isOk()) out->status = ov.status();
   else if (!dumps.isOk()) out->status = dumps.status();
-  else if (!mem.isOk()) out->status = mem.status();
   if (!out->status.isOk()) return out;
   out->overflow = std::move(ov).value();
   out->dumps = std::move(dumps).value();
-  out->memory = std::move(mem).value();
+  // A run too large to hold has as many memory samples to scan: its overview comes after the
+  // first paint (TraceDocument::memoryLoaded).
+  if (out->data->partial()) {
+    out->memory_later = true;
+    return out;
+  }
+  auto mem = readMemoryOverview(*reader.value(), run_id);
+  if (!mem.isOk()) out->status = mem.status();
+  else out->memory = std::move(mem).value();
   return out;
 }
 
@@ -73,10 +86,11 @@ bool TraceDocument::loadWindow(const TimeWindow& window, bool sync) {
   if (window_watcher_) window_watcher_->waitForFinished();
   const std::string path = path_.toStdString();
   const int64_t run_id = data_->runId();
-  auto run = [path, run_id, window] {
+  auto run = [path, run_id, window, n = full_load_ops_] {
     auto out = std::make_shared<RunLoad>();
     out->run_id = run_id;
     LoadOptions o;
+    o.full_load_ops = n;
     o.has_window = true;
     o.window = window;
     auto data = TimelineData::load(path, run_id, o);
@@ -164,7 +178,7 @@ bool TraceDocument::loadRun(int64_t run_id, bool sync) {
   emit loadStarted(run_id);
   if (sync) {
     if (watcher_) watcher_->waitForFinished();
-    auto load = loadRunData(path, run_id);
+    auto load = loadRunData(path, run_id, full_load_ops_);
     const bool ok = load->status.isOk();
     finishLoad(std::move(load), refreshed);
     return ok;
@@ -186,7 +200,7 @@ bool TraceDocument::loadRun(int64_t run_id, bool sync) {
     }
     finishLoad(std::move(load), refreshed);
   });
-  watcher_->setFuture(QtConcurrent::run([path, run_id] { return loadRunData(path, run_id); }));
+  watcher_->setFuture(QtConcurrent::run([path, run_id, n = full_load_ops_] { return loadRunData(path, run_id, n); }));
   return true;
 }
 
@@ -199,7 +213,29 @@ void TraceDocument::finishLoad(std::shared_ptr<RunLoad> load, bool refreshed) {
   overflow_ = std::move(load->overflow);
   dumps_ = std::move(load->dumps);
   memory_ = std::move(load->memory);
-  emit runLoaded(data_->runId(), refreshed);
+  const int64_t run_id = data_->runId();
+  emit runLoaded(run_id, refreshed);
+  if (load->memory_later) {
+    const std::string path = path_.toStdString();
+    using Result = std::shared_ptr<StatusOr<std::vector<MemorySample>>>;
+    auto* w = new QFutureWatcher<Result>(this);
+    connect(w, &QFutureWatcherBase::finished, this, [this, w, run_id] {
+      Result mem = w->result();
+      w->deleteLater();
+      if (!data_ || data_->runId() != run_id) return;
+      if (!mem->isOk()) {
+        emit errorOccurred(message(mem->status()));
+        return;
+      }
+      memory_ = std::move(*mem).value();
+      emit memoryLoaded();
+    });
+    w->setFuture(QtConcurrent::run([path, run_id]() -> Result {
+      auto r = TraceReader::open(path);
+      if (!r.isOk()) return std::make_shared<StatusOr<std::vector<MemorySample>>>(r.status());
+      return std::make_shared<StatusOr<std::vector<MemorySample>>>(readMemoryOverview(*r.value(), run_id));
+    }));
+  }
 }
 
 std::vector<MemorySample> TraceDocument::memory(const TimeWindow& window, size_t max_points) {

@@ -365,6 +365,9 @@ inline StatusOr<SyntheticRunInfo> writeSyntheticRun(TraceWriter& w, const Synthe
     sr.lr = 0.01;
     sr.grad_norm = overflow ? std::numeric_limits<double>::infinity() : 1.5 + noise(e.rng());
     w.addStep(sr);
+    // As a recording session does at a step boundary: never let the queue overflow (a
+    // generator outpaces the writer, whose full queue would drop whole buffers of ops).
+    if (step % 16 == 15) w.waitForBacklog(64 * 4096);
     if (overflow) {
       OverflowRecord ov;
       ov.step = step;

@@ -8,6 +8,7 @@
 #include <QProcess>
 #include <QTabWidget>
 #include <QTableView>
+#include <QSignalSpy>
 #include <QTest>
 #include <QTextBrowser>
 
@@ -147,6 +148,58 @@ TEST(Screenshots, EveryView) {
 
 // A torch_npu trace of a real Ascend device, imported by the CLI, in the timeline, operators and
 // training views (imported_*.png): its host threads, its ProfilerStep and its op table.
+// A run too large to hold (the O1 fixture with the limit lowered to 1000 ops): the whole run
+// shows op density and step bands, a zoomed-in view asks for its window, whose ops then draw;
+// the range summary beyond the window comes from the file.
+TEST(Screenshots, PartialRunOverviewAndWindow) {
+  npuscope::testing::ensureApp();
+  const auto& f = npuscope::testing::twoRunFixture();
+  MainWindow w;
+  w.document()->setFullLoadOps(1000);
+  ASSERT_NO_FATAL_FAILURE(showFile(w, f.path));
+  w.selectRuns({f.o1.run_id});
+  w.tabs()->setCurrentWidget(w.timeline());
+  TimelineView* v = w.timeline()->view();
+  const TimelineData* d = w.document()->timeline();
+  ASSERT_NE(d, nullptr);
+  ASSERT_TRUE(d->partial());
+  EXPECT_EQ(d->opCount(), 0);
+  EXPECT_EQ(d->totalOps(), f.o1.ops);
+  v->fitAll();
+  save(&w, "partial_01_overview");
+  // Whole run: more than the budget, nothing asked.
+  v->setWindowBudget(2000);
+  EXPECT_GE(v->wantedWindow().begin_ns, v->wantedWindow().end_ns);
+  // One step: within it. The view asks once it settles, the panel has the document load it.
+  QSignalSpy asked(v, &TimelineView::windowWanted);
+  QSignalSpy loaded(w.document(), &TraceDocument::windowLoaded);
+  ASSERT_TRUE(v->fitStep(5));
+  const TimeWindow want = v->wantedWindow();
+  ASSERT_LT(want.begin_ns, want.end_ns);
+  ASSERT_TRUE(loaded.wait(10000)) << "the window is asked for and loaded";
+  EXPECT_EQ(asked.count(), 1);
+  QApplication::processEvents();
+  d = w.document()->timeline();
+  EXPECT_TRUE(d->covers(v->viewBegin(), v->viewEnd()));
+  EXPECT_GT(d->opCount(), 0);
+  EXPECT_LT(d->opCount(), d->totalOps());
+  EXPECT_EQ(v->data(), d) << "the view shows the new window";
+  save(&w, "partial_02_step_window");
+  // A range beyond the window: summarised from the file.
+  const StepRow* s1 = d->stepByIndex(1);
+  const StepRow* s9 = d->stepByIndex(9);
+  ASSERT_TRUE(s1 && s9);
+  w.timeline()->summarizeRange(s1->start_ns, s9->start_ns);
+  auto r = TraceReader::open(f.path);
+  ASSERT_TRUE(r.isOk());
+  OpAggregateQuery q;
+  q.run_id = f.o1.run_id;
+  q.window = {s1->start_ns, s9->start_ns};
+  auto t = r.value()->opAggregates(q);
+  ASSERT_TRUE(t.isOk());
+  EXPECT_EQ(w.timeline()->rangeModel()->rowCount(), static_cast<int>(t->rows.size()));
+}
+
 TEST(Screenshots, ImportedTorchNpuTrace) {
   npuscope::testing::ensureApp();
   const std::string db = npuscope::testing::tempPath("imported.db");

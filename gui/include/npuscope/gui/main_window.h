@@ -1,13 +1,17 @@
 // The workbench window: the run list (with each run's config and results) docked on the left,
-// the views as tabs (Timeline, Operators, Training, Dumps, Compare), a message bar for errors,
-// and File > Open / Open Recent / Record. Files open from the command line, the dialog, the
-// recent list, or by dropping them on the window.
+// the views as tabs (Timeline, Operators, Training, Dumps, Compare, Performance), a message bar
+// for errors, and File > Open / Open Trace Folder / Open Recent / Compare Performance With /
+// Record. Files open from the command line, the dialog, the recent list, or by dropping them on
+// the window; Kineto / torch_npu traces are converted first (TraceImport: progress, cancel,
+// cached conversions).
 #pragma once
 
 #include <QMainWindow>
+#include <functional>
 
 class QLabel;
 class QMenu;
+class QProgressDialog;
 class QTabWidget;
 class QTableView;
 class QTextBrowser;
@@ -17,6 +21,8 @@ namespace npuscope::gui {
 class CompareView;
 class DumpsView;
 class OperatorsView;
+class PerfCompareView;
+class TraceImport;
 class RecordDialog;
 class RunListModel;
 class TimelinePanel;
@@ -30,7 +36,14 @@ class MainWindow : public QMainWindow {
   ~MainWindow() override;
 
   // Opens a file; on success selects its latest run. sync: load the run before returning.
+  // A trace to import (Kineto JSON, torch_npu folder or db, a folder of ranks) is converted
+  // first, in the background unless sync, or its cached conversion opened when up to date.
   bool openFile(const QString& path, bool sync = false);
+  // Compares the current run (A) against the latest run of another npuscope file or trace (B),
+  // converting a trace first; shows the Performance tab.
+  bool comparePerformanceWith(const QString& path, bool sync = false);
+  // Performance compare of two runs of the open file (A, B).
+  bool comparePerformance(int64_t run_a, int64_t run_b);
   // Selects run `id` in the list (loads it); two ids select both for Compare.
   void selectRuns(const std::vector<int64_t>& ids);
 
@@ -40,6 +53,11 @@ class MainWindow : public QMainWindow {
   TrainingView* training() const { return training_; }
   DumpsView* dumps() const { return dumps_; }
   CompareView* compare() const { return compare_; }
+  PerfCompareView* perfCompare() const { return perf_; }
+  TraceImport* importer() const { return importer_; }
+  // What the last conversion imported (one line a run, then its notes).
+  QString lastImportSummary() const { return last_import_summary_; }
+  QString statusText() const;
   QTabWidget* tabs() const { return tabs_; }
   RunListModel* runModel() const { return runs_; }
   QTableView* runTable() const { return run_table_; }
@@ -58,6 +76,9 @@ class MainWindow : public QMainWindow {
   void onRunSelectionChanged();
   void addRecent(const QString& path);
   void rebuildRecentMenu();
+  bool openDatabase(const QString& path, const QString& shown_as);
+  // Converts `source` (or finds its cached conversion), then calls then(db) on success.
+  bool convertThen(const QString& source, bool sync, std::function<void(const QString& db)> then);
 
   TraceDocument* doc_;
   RunListModel* runs_;
@@ -69,6 +90,10 @@ class MainWindow : public QMainWindow {
   TrainingView* training_;
   DumpsView* dumps_;
   CompareView* compare_;
+  PerfCompareView* perf_;
+  TraceImport* importer_;
+  QProgressDialog* import_progress_ = nullptr;
+  QString last_import_summary_;
   QWidget* message_bar_;
   QLabel* message_;
   QLabel* status_;

@@ -49,11 +49,14 @@ class TraceDocument : public QObject {
   // now, when sync) and emits windowLoaded; a newer request replaces a waiting one.
   bool loadWindow(const TimeWindow& window, bool sync = false);
   bool isLoadingWindow() const { return window_watcher_ != nullptr; }
+  // Runs with more ops load partially (LoadOptions::full_load_ops; tests lower it).
+  void setFullLoadOps(int64_t ops) { full_load_ops_ = ops; }
   int64_t currentRun() const { return data_ ? data_->runId() : -1; }
   const TimelineData* timeline() const { return data_.get(); }
   const std::vector<OverflowEventRow>& overflowEvents() const { return overflow_; }
   const std::vector<TensorDumpInfo>& dumps() const { return dumps_; }
-  // A whole-run memory track, downsampled to a few thousand points (peaks kept).
+  // A whole-run memory track, downsampled to a few thousand points (peaks kept). For a run too
+  // large to hold it follows runLoaded (memoryLoaded).
   const std::vector<MemorySample>& memoryOverview() const { return memory_; }
   // Memory samples of the current run in `window`, at most about max_points per device.
   std::vector<MemorySample> memory(const TimeWindow& window, size_t max_points);
@@ -73,6 +76,8 @@ class TraceDocument : public QObject {
   void runLoaded(qint64 run_id, bool refreshed);
   // The current run's timeline now holds another window of ops (same run, same other data).
   void windowLoaded();
+  // The memory overview of a partial run, read after runLoaded.
+  void memoryLoaded();
 
  private:
   void finishLoad(std::shared_ptr<RunLoad> load, bool refreshed);
@@ -90,6 +95,7 @@ class TraceDocument : public QObject {
   QFutureWatcher<std::shared_ptr<RunLoad>>* watcher_ = nullptr;
   QFutureWatcher<std::shared_ptr<RunLoad>>* window_watcher_ = nullptr;
   bool has_pending_window_ = false;
+  int64_t full_load_ops_ = LoadOptions().full_load_ops;
   TimeWindow pending_window_;
   int64_t pending_run_ = -1;
   QTimer poll_timer_;
