@@ -132,6 +132,10 @@ TimelinePanel::TimelinePanel(TraceDocument* doc, QWidget* parent) : QWidget(pare
   });
   // A partial run: the view asks for the ops of a window, the document loads them.
   connect(view_, &TimelineView::windowWanted, doc_, [this](qint64 b, qint64 e) { doc_->loadWindow({b, e}); });
+  connect(doc_, &TraceDocument::stepTimesLoaded, this, [this] {
+    const RunRow* r = doc_->runById(doc_->currentRun());
+    view_->setStepDeviceTimes(doc_->stepDeviceTimes(), r && r->imported());
+  });
   connect(doc_, &TraceDocument::memoryLoaded, this, [this] { view_->setMemoryOverview(doc_->memoryOverview()); });
   connect(doc_, &TraceDocument::windowLoaded, this, [this] {
     view_->setData(doc_->timeline(), true);
@@ -142,6 +146,7 @@ TimelinePanel::TimelinePanel(TraceDocument* doc, QWidget* parent) : QWidget(pare
 
 void TimelinePanel::onRunLoaded(qint64, bool refreshed) {
   view_->setData(doc_->timeline(), refreshed);  // first: the old data is gone
+  if (!refreshed) view_->setStepDeviceTimes({}, false);
   view_->setMemoryOverview(doc_->memoryOverview());
   matches_.clear();
   match_ = -1;

@@ -120,6 +120,20 @@ void TimelineView::setData(const TimelineData* data, bool keep_view) {
   update();
 }
 
+void TimelineView::setStepDeviceTimes(std::vector<StepDeviceTime> times, bool real) {
+  step_device_ = std::move(times);
+  std::sort(step_device_.begin(), step_device_.end(),
+            [](const StepDeviceTime& a, const StepDeviceTime& b) { return a.step < b.step; });
+  step_device_real_ = real;
+  update();
+}
+
+const StepDeviceTime* TimelineView::stepDevice(int64_t step) const {
+  auto it = std::lower_bound(step_device_.begin(), step_device_.end(), step,
+                             [](const StepDeviceTime& s, int64_t v) { return s.step < v; });
+  return it != step_device_.end() && it->step == step ? &*it : nullptr;
+}
+
 void TimelineView::setMemoryOverview(std::vector<MemorySample> samples) {
   memory_overview_ = std::move(samples);
   std::sort(memory_overview_.begin(), memory_overview_.end(),
@@ -500,6 +514,14 @@ void TimelineView::paintSteps(QPainter& p) {
     last_x1 = x1;
     const QRectF r(x0, kRuler + 1, std::max(1.0, x1 - x0 - 1), kStepBand - 2);
     p.fillRect(r, it->overflow ? QColor(0xf2, 0xb8, 0xb2) : (it->step % 2 ? QColor(0xc9, 0xd6, 0xe6) : QColor(0xdb, 0xe4, 0xef)));
+    // The device's busy share of the step: a bar along the band's foot.
+    if (const StepDeviceTime* sd = stepDevice(it->step); sd && it->dur_ns > 0 && sd->device_ops > 0) {
+      const double share = std::clamp(static_cast<double>(sd->device_busy_ns) / static_cast<double>(it->dur_ns), 0.0, 1.0);
+      const QRectF foot(r.left(), r.bottom() - 3, r.width(), 3);
+      p.fillRect(foot, QColor(0xa9, 0xb4, 0xc2));
+      p.fillRect(QRectF(foot.left(), foot.top(), std::max(1.0, foot.width() * share), foot.height()),
+                 QColor(0x2e, 0x8b, 0x57));
+    }
     if (r.width() > 18) {
       QString label = QString("ProfilerStep#%1").arg(it->step);
       if (it->overflow) label += tr(" \u00b7 overflow");
@@ -932,7 +954,21 @@ bool TimelineView::event(QEvent* e) {
   if (e->type() == QEvent::ToolTip && data_) {
     auto* he = static_cast<QHelpEvent*>(e);
     const SliceRef r = sliceAt(he->pos());
-    if (r.valid()) {
+    const int64_t band_step = stepAt(he->pos());
+    if (band_step >= 0) {
+      const StepRow* st = data_->stepByIndex(band_step);
+      QString text = tr("<b>ProfilerStep#%1</b><br>%2").arg(band_step).arg(st ? formatNs(st->dur_ns) : QString());
+      if (st && st->overflow) text += tr(" \u00b7 overflow");
+      if (st && st->skipped) text += tr(" \u00b7 skipped");
+      if (const StepDeviceTime* sd = stepDevice(band_step); sd && st && st->dur_ns > 0 && sd->device_ops > 0) {
+        text += tr("<br>device busy %1 (%2 %) \u00b7 idle %3 \u2014 %4")
+                    .arg(formatNs(sd->device_busy_ns))
+                    .arg(100.0 * static_cast<double>(sd->device_busy_ns) / static_cast<double>(st->dur_ns), 0, 'f', 1)
+                    .arg(formatNs(std::max<int64_t>(0, st->dur_ns - sd->device_busy_ns)))
+                    .arg(step_device_real_ ? tr("real device lane") : tr("cost model"));
+      }
+      QToolTip::showText(he->globalPos(), text, this);
+    } else if (r.valid()) {
       const Slice& s = data_->slice(r);
       QString text = QString("<b>%1</b><br>%2").arg(QString::fromStdString(data_->str(s.name)).toHtmlEscaped(),
                                                      formatNs(s.dur_ns));

@@ -210,32 +210,63 @@ void TraceDocument::finishLoad(std::shared_ptr<RunLoad> load, bool refreshed) {
     return;
   }
   data_ = std::move(load->data);
+  step_device_.clear();
   overflow_ = std::move(load->overflow);
   dumps_ = std::move(load->dumps);
   memory_ = std::move(load->memory);
   const int64_t run_id = data_->runId();
   emit runLoaded(run_id, refreshed);
-  if (load->memory_later) {
-    const std::string path = path_.toStdString();
-    using Result = std::shared_ptr<StatusOr<std::vector<MemorySample>>>;
-    auto* w = new QFutureWatcher<Result>(this);
-    connect(w, &QFutureWatcherBase::finished, this, [this, w, run_id] {
-      Result mem = w->result();
-      w->deleteLater();
-      if (!data_ || data_->runId() != run_id) return;
-      if (!mem->isOk()) {
-        emit errorOccurred(message(mem->status()));
-        return;
-      }
-      memory_ = std::move(*mem).value();
+  // After the first paint: each step's device busy time (the step band's split) and, for a run
+  // too large to hold, the memory overview.
+  struct Later {
+    Status status;
+    bool has_memory = false;
+    std::vector<MemorySample> memory;
+    std::vector<StepDeviceTime> steps;
+  };
+  using Result = std::shared_ptr<Later>;
+  const std::string path = path_.toStdString();
+  const bool want_memory = load->memory_later;
+  auto* w = new QFutureWatcher<Result>(this);
+  connect(w, &QFutureWatcherBase::finished, this, [this, w, run_id] {
+    Result later = w->result();
+    w->deleteLater();
+    if (!data_ || data_->runId() != run_id) return;
+    if (!later->status.isOk()) {
+      emit errorOccurred(message(later->status));
+      return;
+    }
+    step_device_ = std::move(later->steps);
+    emit stepTimesLoaded();
+    if (later->has_memory) {
+      memory_ = std::move(later->memory);
       emit memoryLoaded();
-    });
-    w->setFuture(QtConcurrent::run([path, run_id]() -> Result {
-      auto r = TraceReader::open(path);
-      if (!r.isOk()) return std::make_shared<StatusOr<std::vector<MemorySample>>>(r.status());
-      return std::make_shared<StatusOr<std::vector<MemorySample>>>(readMemoryOverview(*r.value(), run_id));
-    }));
-  }
+    }
+  });
+  w->setFuture(QtConcurrent::run([path, run_id, want_memory]() -> Result {
+    auto out = std::make_shared<Later>();
+    auto r = TraceReader::open(path);
+    if (!r.isOk()) {
+      out->status = r.status();
+      return out;
+    }
+    auto steps = r.value()->stepDeviceTimes(run_id);
+    if (!steps.isOk()) {
+      out->status = steps.status();
+      return out;
+    }
+    out->steps = std::move(steps).value();
+    if (want_memory) {
+      auto mem = readMemoryOverview(*r.value(), run_id);
+      if (!mem.isOk()) {
+        out->status = mem.status();
+        return out;
+      }
+      out->memory = std::move(mem).value();
+      out->has_memory = true;
+    }
+    return out;
+  }));
 }
 
 std::vector<MemorySample> TraceDocument::memory(const TimeWindow& window, size_t max_points) {

@@ -3,6 +3,8 @@
 // that its view is not blank.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <QDir>
 #include <QFile>
 #include <QProcess>
@@ -151,6 +153,46 @@ TEST(Screenshots, EveryView) {
 // A run too large to hold (the O1 fixture with the limit lowered to 1000 ops): the whole run
 // shows op density and step bands, a zoomed-in view asks for its window, whose ops then draw;
 // the range summary beyond the window comes from the file.
+// Each step's band carries the device's busy share: the green part of its foot bar is the sum
+// of the step's modeled device durations over the step's time (summed here from the ops).
+TEST(Screenshots, StepBandsShowTheDeviceBusyShare) {
+  npuscope::testing::ensureApp();
+  const auto& f = npuscope::testing::twoRunFixture();
+  MainWindow w;
+  ASSERT_NO_FATAL_FAILURE(showFile(w, f.path));
+  QTest::qWait(100);  // the latest run's step times arrive
+  QSignalSpy loaded(w.document(), &TraceDocument::stepTimesLoaded);
+  w.selectRuns({f.o1.run_id});
+  w.tabs()->setCurrentWidget(w.timeline());
+  ASSERT_TRUE(loaded.count() > 0 || loaded.wait(10000));
+  ASSERT_EQ(w.document()->currentRun(), f.o1.run_id);
+  QApplication::processEvents();
+  TimelineView* v = w.timeline()->view();
+  const TimelineData* d = w.document()->timeline();
+  const int64_t step = 5;
+  const StepRow* st = d->stepByIndex(step);
+  ASSERT_NE(st, nullptr);
+  int64_t busy = 0;
+  for (const Lane& l : d->lanes()) {
+    if (l.kind != LaneKind::kThread) continue;
+    for (const Slice& s : l.slices) busy += s.step == step && s.device_dur_ns > 0 ? s.device_dur_ns : 0;
+  }
+  const double share = static_cast<double>(busy) / static_cast<double>(st->dur_ns);
+  ASSERT_GT(share, 0.02);
+  ASSERT_LT(share, 0.98);
+  v->fitWindow(st->start_ns, st->start_ns + st->dur_ns);
+  const QImage img = v->grab().toImage();
+  const int y = TimelineView::kRuler + TimelineView::kStepBand - 3;  // inside the 3-px foot bar
+  const int x0 = static_cast<int>(std::ceil(v->xAt(st->start_ns))) + 1;
+  const int x1 = static_cast<int>(std::floor(v->xAt(st->start_ns + st->dur_ns))) - 2;
+  ASSERT_GT(x1 - x0, 200);
+  int green = 0;
+  for (int x = x0; x < x1; ++x) green += img.pixelColor(x, y) == QColor(0x2e, 0x8b, 0x57);
+  EXPECT_NEAR(static_cast<double>(green) / (x1 - x0), share, 0.02) << "busy " << busy << " of " << st->dur_ns;
+  v->fitAll();
+  save(&w, "steps_device_share");
+}
+
 TEST(Screenshots, PartialRunOverviewAndWindow) {
   npuscope::testing::ensureApp();
   const auto& f = npuscope::testing::twoRunFixture();

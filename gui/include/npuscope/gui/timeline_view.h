@@ -2,7 +2,8 @@
 // top: a time ruler, a band of ProfilerStep#N slices, then one track per thread (nested op
 // slices by depth; the backward thread included), the modeled device stream of each npu, and
 // the real device streams of an imported run (a selected op's launch links drawn to its tasks),
-// counter tracks for device memory and the loss scale.
+// counter tracks for device memory and the loss scale. Each step's band carries a bar of the
+// device's busy share of it (the whole-run view's time split) and its overflow / skipped mark.
 //
 // Viewport: the time at the plot's left edge and a scale in ns per pixel, so x = left +
 // (t - begin) / ns_per_px. Slices narrower than a pixel are merged into blocks a few pixels
@@ -40,6 +41,9 @@ class TimelineView : public QWidget {
   // after zooming (debounced, never from paintEvent).
   void setMemoryOverview(std::vector<MemorySample> samples);
   void setMemoryProvider(std::function<std::vector<MemorySample>(const TimeWindow&, size_t)> provider);
+  // Each step's device busy time: drawn as a bar under the step's band (busy / step time) and
+  // given in its tooltip; `real` says whether it is a real device lane or the cost model's.
+  void setStepDeviceTimes(std::vector<StepDeviceTime> times, bool real);
   // Partial runs (TimelineData::partial()): the most ops a window may hold to be asked for.
   void setWindowBudget(int64_t ops) { window_budget_ops_ = ops; }
   // The window to ask for now: the view plus half a view on each side, when the view is not in
@@ -160,6 +164,9 @@ class TimelineView : public QWidget {
   const std::vector<SliceRef>* matches_ = nullptr;
 
   std::vector<MemorySample> memory_overview_, memory_detail_;
+  std::vector<StepDeviceTime> step_device_;  // by step
+  bool step_device_real_ = false;
+  const StepDeviceTime* stepDevice(int64_t step) const;
   TimeWindow memory_detail_window_;
   std::function<std::vector<MemorySample>(const TimeWindow&, size_t)> memory_provider_;
   QTimer memory_timer_;

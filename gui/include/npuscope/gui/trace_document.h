@@ -58,6 +58,9 @@ class TraceDocument : public QObject {
   // A whole-run memory track, downsampled to a few thousand points (peaks kept). For a run too
   // large to hold it follows runLoaded (memoryLoaded).
   const std::vector<MemorySample>& memoryOverview() const { return memory_; }
+  // Each step's device busy time (modeled, or the real device lane of an imported run); empty
+  // until stepTimesLoaded.
+  const std::vector<StepDeviceTime>& stepDeviceTimes() const { return step_device_; }
   // Memory samples of the current run in `window`, at most about max_points per device.
   std::vector<MemorySample> memory(const TimeWindow& window, size_t max_points);
 
@@ -78,6 +81,8 @@ class TraceDocument : public QObject {
   void windowLoaded();
   // The memory overview of a partial run, read after runLoaded.
   void memoryLoaded();
+  // Each step's device busy time, read after runLoaded.
+  void stepTimesLoaded();
 
  private:
   void finishLoad(std::shared_ptr<RunLoad> load, bool refreshed);
@@ -92,6 +97,7 @@ class TraceDocument : public QObject {
   std::vector<OverflowEventRow> overflow_;
   std::vector<TensorDumpInfo> dumps_;
   std::vector<MemorySample> memory_;
+  std::vector<StepDeviceTime> step_device_;
   QFutureWatcher<std::shared_ptr<RunLoad>>* watcher_ = nullptr;
   QFutureWatcher<std::shared_ptr<RunLoad>>* window_watcher_ = nullptr;
   bool has_pending_window_ = false;
