@@ -44,6 +44,34 @@ struct WorkItem {
   Status status;
 };
 
+// Puts `all` (in start order) into the lane grouped by depth: a stable counting sort.
+void fillByDepth(Lane& lane, const std::vector<Slice>& all) {
+  int max_depth = -1;
+  for (const Slice& s : all) max_depth = std::max<int>(max_depth, s.depth);
+  lane.depth_begin.assign(static_cast<size_t>(max_depth + 2), 0);
+  for (const Slice& s : all) ++lane.depth_begin[static_cast<size_t>(s.depth) + 1];
+  for (size_t d = 1; d < lane.depth_begin.size(); ++d) lane.depth_begin[d] += lane.depth_begin[d - 1];
+  std::vector<uint32_t> fill(lane.depth_begin.begin(), lane.depth_begin.end() - 1);
+  lane.slices.resize(all.size());
+  for (const Slice& s : all) lane.slices[fill[static_cast<size_t>(s.depth)]++] = s;
+}
+
+// A device stream's slices sorted by start and packed greedily into rows (their depth): one
+// row while they do not overlap. Widens [*begin, *end) to cover them.
+void packIntoRows(std::vector<Slice>& v, int64_t* begin, int64_t* end) {
+  std::stable_sort(v.begin(), v.end(), [](const Slice& a, const Slice& b) { return a.start_ns < b.start_ns; });
+  std::vector<int64_t> row_end;
+  for (Slice& s : v) {
+    size_t r = 0;
+    while (r < row_end.size() && row_end[r] > s.start_ns) ++r;
+    if (r == row_end.size()) row_end.push_back(kMinTime);
+    row_end[r] = s.end();
+    s.depth = static_cast<int16_t>(std::min<size_t>(r, 4095));
+    *begin = std::min(*begin, s.start_ns);
+    *end = std::max(*end, s.end());
+  }
+}
+
 std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -294,15 +322,7 @@ StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& pa
       all.insert(all.end(), it.slices.begin(), it.slices.end());
       std::vector<Slice>().swap(it.slices);
     }
-    int max_depth = -1;
-    for (const Slice& s : all) max_depth = std::max<int>(max_depth, s.depth);
-    Lane& lane = data->lanes_[li];
-    lane.depth_begin.assign(static_cast<size_t>(max_depth + 2), 0);
-    for (const Slice& s : all) ++lane.depth_begin[static_cast<size_t>(s.depth) + 1];
-    for (size_t d = 1; d < lane.depth_begin.size(); ++d) lane.depth_begin[d] += lane.depth_begin[d - 1];
-    std::vector<uint32_t> fill(lane.depth_begin.begin(), lane.depth_begin.end() - 1);
-    lane.slices.resize(all.size());
-    for (const Slice& s : all) lane.slices[fill[static_cast<size_t>(s.depth)]++] = s;
+    fillByDepth(data->lanes_[li], all);
     data->op_count_ += static_cast<int64_t>(all.size());
   }
 
@@ -322,54 +342,26 @@ StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& pa
   for (size_t dev = 0; dev < per_device.size(); ++dev) {
     auto& v = per_device[dev];
     if (v.empty()) continue;
-    std::stable_sort(v.begin(), v.end(), [](const Slice& a, const Slice& b) { return a.start_ns < b.start_ns; });
-    std::vector<int64_t> row_end;
-    for (Slice& s : v) {
-      size_t r = 0;
-      while (r < row_end.size() && row_end[r] > s.start_ns) ++r;
-      if (r == row_end.size()) row_end.push_back(kMinTime);
-      row_end[r] = s.end();
-      s.depth = static_cast<int16_t>(r);
-      data->end_ns_ = std::max(data->end_ns_, s.end());
-    }
+    int64_t ignored_begin = kMaxTime;
+    packIntoRows(v, &ignored_begin, &data->end_ns_);  // the modeled stream may run past the host
     Lane lane;
     lane.kind = LaneKind::kDevice;
     lane.device = static_cast<int32_t>(dev);
     lane.title = "npu:" + std::to_string(dev) + " (modeled)";
-    lane.depth_begin.assign(row_end.size() + 1, 0);
-    for (const Slice& s : v) ++lane.depth_begin[static_cast<size_t>(s.depth) + 1];
-    for (size_t d = 1; d < lane.depth_begin.size(); ++d) lane.depth_begin[d] += lane.depth_begin[d - 1];
-    std::vector<uint32_t> fill(lane.depth_begin.begin(), lane.depth_begin.end() - 1);
-    lane.slices.resize(v.size());
-    for (const Slice& s : v) lane.slices[fill[static_cast<size_t>(s.depth)]++] = s;
+    fillByDepth(lane, v);
     data->lanes_.push_back(std::move(lane));
   }
 
   // Real device streams: one lane each (rows only where tasks of a stream overlap), and the
   // index from launching op to task.
   for (auto& [key, v] : streams) {
-    std::stable_sort(v.begin(), v.end(), [](const Slice& a, const Slice& b) { return a.start_ns < b.start_ns; });
-    std::vector<int64_t> row_end;
-    for (Slice& s : v) {
-      size_t r = 0;
-      while (r < row_end.size() && row_end[r] > s.start_ns) ++r;
-      if (r == row_end.size()) row_end.push_back(kMinTime);
-      row_end[r] = s.end();
-      s.depth = static_cast<int16_t>(std::min<size_t>(r, 4095));
-      data->begin_ns_ = std::min(data->begin_ns_, s.start_ns);
-      data->end_ns_ = std::max(data->end_ns_, s.end());
-    }
+    packIntoRows(v, &data->begin_ns_, &data->end_ns_);
     Lane lane;
     lane.kind = LaneKind::kTasks;
     lane.device = key.first;
     lane.stream = key.second;
     lane.title = "device " + std::to_string(key.first) + " \xC2\xB7 stream " + std::to_string(key.second);
-    lane.depth_begin.assign(row_end.size() + 1, 0);
-    for (const Slice& s : v) ++lane.depth_begin[static_cast<size_t>(s.depth) + 1];
-    for (size_t d = 1; d < lane.depth_begin.size(); ++d) lane.depth_begin[d] += lane.depth_begin[d - 1];
-    std::vector<uint32_t> fill(lane.depth_begin.begin(), lane.depth_begin.end() - 1);
-    lane.slices.resize(v.size());
-    for (const Slice& s : v) lane.slices[fill[static_cast<size_t>(s.depth)]++] = s;
+    fillByDepth(lane, v);
     const int li = static_cast<int>(data->lanes_.size());
     for (uint32_t i = 0; i < lane.slices.size(); ++i) {
       if (lane.slices[i].parent_id >= 0) data->tasks_by_op_.push_back({lane.slices[i].parent_id, SliceRef{li, i}});

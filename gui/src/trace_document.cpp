@@ -1,5 +1,6 @@
 #include "npuscope/gui/trace_document.h"
 
+#include <QCoreApplication>
 #include <QFileInfo>
 #include <QtConcurrent/QtConcurrentRun>
 
@@ -150,7 +151,15 @@ bool TraceDocument::open(const QString& path) {
   return true;
 }
 
+void TraceDocument::waitForBackground() {
+  if (watcher_) watcher_->waitForFinished();
+  if (window_watcher_) window_watcher_->waitForFinished();
+  if (later_) later_->waitForFinished();
+  QCoreApplication::sendPostedEvents();
+}
+
 void TraceDocument::close() {
+  ++generation_;
   poll_timer_.stop();
   data_.reset();
   overflow_.clear();
@@ -228,10 +237,13 @@ void TraceDocument::finishLoad(std::shared_ptr<RunLoad> load, bool refreshed) {
   const std::string path = path_.toStdString();
   const bool want_memory = load->memory_later;
   auto* w = new QFutureWatcher<Result>(this);
-  connect(w, &QFutureWatcherBase::finished, this, [this, w, run_id] {
+  later_ = w;
+  const uint64_t generation = ++generation_;
+  connect(w, &QFutureWatcherBase::finished, this, [this, w, generation] {
     Result later = w->result();
     w->deleteLater();
-    if (!data_ || data_->runId() != run_id) return;
+    if (later_ == w) later_ = nullptr;
+    if (generation != generation_ || !data_) return;  // another file or run meanwhile
     if (!later->status.isOk()) {
       emit errorOccurred(message(later->status));
       return;

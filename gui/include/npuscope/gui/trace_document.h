@@ -49,6 +49,8 @@ class TraceDocument : public QObject {
   // now, when sync) and emits windowLoaded; a newer request replaces a waiting one.
   bool loadWindow(const TimeWindow& window, bool sync = false);
   bool isLoadingWindow() const { return window_watcher_ != nullptr; }
+  // Waits for every background read of this document (benchmarks, tests).
+  void waitForBackground();
   // Runs with more ops load partially (LoadOptions::full_load_ops; tests lower it).
   void setFullLoadOps(int64_t ops) { full_load_ops_ = ops; }
   int64_t currentRun() const { return data_ ? data_->runId() : -1; }
@@ -100,6 +102,8 @@ class TraceDocument : public QObject {
   std::vector<StepDeviceTime> step_device_;
   QFutureWatcher<std::shared_ptr<RunLoad>>* watcher_ = nullptr;
   QFutureWatcher<std::shared_ptr<RunLoad>>* window_watcher_ = nullptr;
+  QFutureWatcherBase* later_ = nullptr;  // the reads after the first paint
+  uint64_t generation_ = 0;              // bumped by every open, close and run load
   bool has_pending_window_ = false;
   int64_t full_load_ops_ = LoadOptions().full_load_ops;
   TimeWindow pending_window_;
