@@ -18,6 +18,18 @@ std::string taskGroupName(const std::string& name) {
   return n.empty() ? name : n;
 }
 
+std::string taskCompareKey(const std::string& name, const std::string& type) {
+  // Types that name a kind of task or a core, not an operator.
+  static const char* const kGeneric[] = {
+      "", "kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "cuda_runtime", "HCCL", "AI_CORE", "AI_VECTOR_CORE",
+      "AI_CPU", "MIX_AIC", "MIX_AIV", "SDMA", "WRITE_BACK", "EVENT_WAIT_SQE", "EVENT_RECORD_SQE",
+      "NOTIFY_WAIT_SQE", "NOTIFY_RECORD_SQE", "N/A", "UNKNOWN"};
+  for (const char* g : kGeneric) {
+    if (type == g) return taskGroupName(name);
+  }
+  return type;
+}
+
 namespace {
 
 struct Sides {
@@ -57,7 +69,7 @@ StatusOr<std::string> addRun(TraceReader& r, int64_t run, bool side_b, Sides& ho
   ASSIGN_OR_RETURN(std::vector<DeviceTaskAggregate> tasks, r.deviceTaskAggregates(run));
   if (!tasks.empty()) {
     for (const DeviceTaskAggregate& t : tasks) {
-      device.add(taskGroupName(t.name), side_b, t.calls, t.total_ns, t.max_ns);
+      device.add(taskCompareKey(t.name, t.type), side_b, t.calls, t.total_ns, t.max_ns);
       *device_total += t.total_ns;
     }
     return std::string("real");

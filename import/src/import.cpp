@@ -17,6 +17,7 @@
 #include "json_stream.h"
 #include "npuscope/core/trace_writer.h"
 #include "text.h"
+#include "torch_npu_db.h"
 #include "trace_model.h"
 
 namespace npuscope::import {
@@ -69,6 +70,19 @@ bool isTraceJson(const std::string& name) {
   return endsWith(name, ".json") || endsWith(name, ".json.gz") || endsWith(name, ".gz");
 }
 
+// torch_npu's database export: ascend_pytorch_profiler_{rank}.db (ascend_pytorch_profiler.db
+// without a rank).
+bool isTorchNpuDbName(const std::string& name) {
+  return name.rfind("ascend_pytorch_profiler", 0) == 0 && endsWith(name, ".db");
+}
+// The database export in a folder, "" when there is none.
+std::string torchNpuDbIn(const std::string& dir) {
+  for (const std::string& n : listDir(dir)) {
+    if (isTorchNpuDbName(n) && isFile(join(dir, n))) return join(dir, n);
+  }
+  return "";
+}
+
 // A torch_npu profiler folder: the *_ascend_pt root (its ASCEND_PROFILER_OUTPUT holds the
 // parsed results), or the ASCEND_PROFILER_OUTPUT folder itself.
 struct AscendFolder {
@@ -88,14 +102,21 @@ std::optional<AscendFolder> ascendFolder(const std::string& path) {
 }
 
 struct RankSource {
-  std::string format;  // kineto | torch_npu
+  std::string format;  // kineto | torch_npu (a folder) | torch_npu_db (the database export itself)
   std::string path;
 };
 
 StatusOr<std::vector<RankSource>> sourcesOf(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return notFound(path + ": no such file or folder");
-  if (S_ISREG(st.st_mode)) return std::vector<RankSource>{{"kineto", path}};
+  if (S_ISREG(st.st_mode)) {
+    // SQLite by its content; a *.db that is not SQLite is refused here rather than read as JSON.
+    if (isSqliteFile(path)) return std::vector<RankSource>{{"torch_npu_db", path}};
+    if (endsWith(path, ".db")) {
+      return invalidArgument(path + ": not an SQLite database (expected torch_npu's ascend_pytorch_profiler_*.db)");
+    }
+    return std::vector<RankSource>{{"kineto", path}};
+  }
   if (ascendFolder(path)) return std::vector<RankSource>{{"torch_npu", path}};
   std::vector<RankSource> ranks;
   for (const std::string& n : listDir(path)) {
@@ -104,13 +125,23 @@ StatusOr<std::vector<RankSource>> sourcesOf(const std::string& path) {
       ranks.push_back({"torch_npu", p});
     } else if (isFile(p) && isTraceJson(n)) {
       ranks.push_back({"kineto", p});
+    } else if (isFile(p) && isTorchNpuDbName(n)) {
+      ranks.push_back({"torch_npu_db", p});
     }
   }
   if (ranks.empty()) {
     return invalidArgument(path + ": no trace in this folder (expected a Kineto *.json[.gz] trace, a torch_npu "
-                           "*_ascend_pt folder, or a folder of them)");
+                           "*_ascend_pt folder or ascend_pytorch_profiler_*.db, or a folder of them)");
   }
   return ranks;
+}
+
+// The file whose size measures a rank's progress.
+std::string mainFileOf(const RankSource& r) {
+  if (r.format != "torch_npu") return r.path;
+  const std::string output = ascendFolder(r.path)->output;
+  const std::string db = torchNpuDbIn(output);
+  return db.empty() ? join(output, "trace_view.json") : db;
 }
 
 // Reading runs on two threads: one scans the file and copies its events into batches, this one
@@ -250,6 +281,86 @@ Status readAscendMemory(const std::string& file, TraceModel& model, int32_t* dev
   return Status::ok();
 }
 
+// torch_npu's kernel_details.csv: the op type, accelerator core and input shapes of the device
+// tasks of trace_view.json, matched by name and start time (TraceModel::addTaskDetail).
+Status readKernelDetails(const std::string& file, TraceModel& model) {
+  ASSIGN_OR_RETURN(std::string text, readText(file));
+  CsvReader csv(std::move(text));
+  int64_t line = 0;
+  auto header = csv.next(&line);
+  if (!header) return Status::ok();
+  std::map<std::string, size_t> col;
+  for (size_t i = 0; i < header->size(); ++i) col[(*header)[i]] = i;
+  for (const char* need : {"Name", "Type", "Start Time(us)"}) {
+    if (!col.count(need)) return invalidArgument(file + ": line 1: no column '" + need + "'");
+  }
+  auto optional = [&](const char* name) { return col.count(name) ? col[name] : SIZE_MAX; };
+  const size_t c_name = col["Name"], c_type = col["Type"], c_start = col["Start Time(us)"],
+               c_core = optional("Accelerator Core"), c_shapes = optional("Input Shapes");
+  const std::string what = baseName(file);
+  while (auto row = csv.next(&line)) {
+    auto field = [&](size_t c) -> const std::string& {
+      static const std::string kNone;
+      return c < row->size() ? (*row)[c] : kNone;
+    };
+    if (row->size() <= std::max({c_name, c_type, c_start})) {
+      return invalidArgument(file + ": line " + std::to_string(line) + ": " + std::to_string(row->size()) +
+                             " fields (expected " + std::to_string(header->size()) + ")");
+    }
+    auto start = microsToNs(field(c_start));
+    if (!start) {
+      return invalidArgument(file + ": line " + std::to_string(line) + ": bad Start Time(us) '" + field(c_start) + "'");
+    }
+    TaskDetail d;
+    d.name = field(c_name);
+    d.start_ns = *start;
+    d.op_type = field(c_type);
+    d.core_type = field(c_core);
+    d.shapes = field(c_shapes);
+    model.addTaskDetail(d, what);
+  }
+  return Status::ok();
+}
+
+// The job's size when the run's metadata gives it: {"distributed_args": {"world_size": N}} (what
+// Megatron-style jobs add with torch_npu's add_metadata), -1 otherwise.
+int64_t worldSizeOf(const nlohmann::json& metadata) {
+  if (!metadata.is_object()) return -1;
+  auto d = metadata.find("distributed_args");
+  if (d == metadata.end() || !d->is_object()) return -1;
+  auto w = d->find("world_size");
+  return w != d->end() && w->is_number_integer() ? w->get<int64_t>() : -1;
+}
+
+// The rank in ascend_pytorch_profiler_{rank}.db, -1 when the name has none.
+int64_t rankInDbName(const std::string& file) {
+  const std::string n = baseName(file);
+  const size_t us = n.rfind('_'), dot = n.rfind(".db");
+  if (us == std::string::npos || dot == std::string::npos || dot <= us + 1) return -1;
+  const std::string digits = n.substr(us + 1, dot - us - 1);
+  if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) return -1;
+  return std::stoll(digits);
+}
+
+// The database export: the events, and rank / device / metadata for the run row. `meta` has
+// what the folder around it said (profiler_info, profiler_metadata), when it is in one.
+Status readAscendDb(const std::string& file, TraceModel& model, nlohmann::json meta,
+                    const JsonEventStream::ProgressFn& progress) {
+  TorchNpuDbRun run;
+  RETURN_IF_ERROR(readTorchNpuDb(file, model, &run, progress));
+  nlohmann::json tables = nlohmann::json::parse(run.metadata, nullptr, false);
+  if (tables.is_object()) meta.update(tables);
+  int64_t rank = run.rank >= 0 ? run.rank : model.rank();
+  if (rank < 0) rank = rankInDbName(file);
+  int64_t world = -1;
+  if (auto m = meta.find("META_DATA"); m != meta.end()) world = worldSizeOf(*m);
+  if (auto m = meta.find("profiler_metadata"); world < 0 && m != meta.end()) world = worldSizeOf(*m);
+  model.setRank(rank, world);
+  model.setDefaultDevice(std::max(0, run.device));
+  model.setMetadata(nlohmann::json{{"source", meta}}.dump());
+  return Status::ok();
+}
+
 Status readAscend(const std::string& path, TraceModel& model, JsonEventStream& stream,
                   const JsonEventStream::ProgressFn& progress) {
   const AscendFolder f = *ascendFolder(path);
@@ -269,12 +380,22 @@ Status readAscend(const std::string& path, TraceModel& model, JsonEventStream& s
       if (!m.is_discarded()) meta["profiler_metadata"] = m;
     }
   }
+  // The database export holds everything the text export's files do: read it when it is there.
+  const std::string db = torchNpuDbIn(f.output);
+  if (!db.empty()) return readAscendDb(db, model, meta, progress);
+  if (auto m = meta.find("profiler_metadata"); m != meta.end() && worldSizeOf(*m) > 0) {
+    model.setRank(model.rank(), worldSizeOf(*m));
+  }
   int32_t device = 0;
   const std::string memory = join(f.output, "memory_record.csv");
   if (isFile(memory)) RETURN_IF_ERROR(readAscendMemory(memory, model, &device));
   model.setDefaultDevice(device);
   const std::string trace = join(f.output, "trace_view.json");
-  if (!isFile(trace)) return invalidArgument(f.output + ": no trace_view.json (export the profile with the text export type)");
+  if (!isFile(trace)) {
+    return invalidArgument(f.output + ": no trace_view.json or ascend_pytorch_profiler_*.db (no parsed profile in it)");
+  }
+  const std::string kernels = join(f.output, "kernel_details.csv");
+  if (isFile(kernels)) RETURN_IF_ERROR(readKernelDetails(kernels, model));
   model.setMetadata(nlohmann::json{{"source", meta}}.dump());
   return readChrome(trace, model, stream, progress);
 }
@@ -284,20 +405,14 @@ Status readAscend(const std::string& path, TraceModel& model, JsonEventStream& s
 StatusOr<std::string> detectFormat(const std::string& path) {
   ASSIGN_OR_RETURN(std::vector<RankSource> ranks, sourcesOf(path));
   if (isDir(path) && !ascendFolder(path)) return std::string("cluster");
-  return ranks.front().format;
+  return ranks.front().format == "kineto" ? std::string("kineto") : std::string("torch_npu");
 }
 
 StatusOr<Summary> importPath(const std::string& path, const std::string& db, const Options& options) {
   ASSIGN_OR_RETURN(std::vector<RankSource> ranks, sourcesOf(path));
   const bool cluster = isDir(path) && !ascendFolder(path);
   int64_t total = 0, done_before = 0;
-  for (const RankSource& r : ranks) {
-    if (r.format == "kineto") {
-      total += fileSize(r.path);
-    } else {
-      total += fileSize(join(ascendFolder(r.path)->output, "trace_view.json"));
-    }
-  }
+  for (const RankSource& r : ranks) total += fileSize(mainFileOf(r));
   // Rank by rank: read it whole, then write it as one run; a rank that fails to read leaves
   // no run behind (and the file is not created when the first one fails).
   std::unique_ptr<TraceWriter> writer;
@@ -305,7 +420,7 @@ StatusOr<Summary> importPath(const std::string& path, const std::string& db, con
   tracePhase("start");
   for (size_t i = 0; i < ranks.size(); ++i) {
     const RankSource& r = ranks[i];
-    TraceModel model(r.format, r.path);
+    TraceModel model(r.format == "kineto" ? "kineto" : "torch_npu", r.path);
     JsonEventStream stream;
     int64_t this_file = 0;
     JsonEventStream::ProgressFn progress = [&](int64_t done, int64_t) {
@@ -315,6 +430,8 @@ StatusOr<Summary> importPath(const std::string& path, const std::string& db, con
     if (r.format == "kineto") {
       RETURN_IF_ERROR(readChrome(r.path, model, stream, progress));
       applyKinetoMetadata(stream.metadata(), model);
+    } else if (r.format == "torch_npu_db") {
+      RETURN_IF_ERROR(readAscendDb(r.path, model, nlohmann::json::object(), progress));
     } else {
       RETURN_IF_ERROR(readAscend(r.path, model, stream, progress));
     }

@@ -1,6 +1,7 @@
 #include "trace_model.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -119,6 +120,9 @@ std::string joinTypes(std::string_view s, bool json) {
   return out;
 }
 
+// A value torch_npu writes for "none": empty or N/A.
+bool known(std::string_view s) { return !s.empty() && s != "N/A"; }
+
 int64_t dtypeBytes(std::string_view t) {
   if (oneOf(t, {"FP32", "INT32", "UINT32", "float32", "int32"})) return 4;
   if (oneOf(t, {"FP16", "BFP16", "BF16", "INT16", "UINT16", "float16", "bfloat16"})) return 2;
@@ -136,6 +140,69 @@ int64_t TraceModel::numericId(std::string_view text) {
 }
 
 void TraceModel::skip(const std::string& what) { ++skipped_[what]; }
+
+uint32_t TraceModel::taskTypeId(std::string_view op_type, std::string_view core_type, uint32_t task_type) {
+  if (known(op_type)) return cachedId(1, op_type, [&] { return std::string(op_type); });
+  if (known(core_type)) return cachedId(1, core_type, [&] { return std::string(core_type); });
+  return task_type;
+}
+
+void TraceModel::addTaskDetail(const TaskDetail& d, const std::string& what) {
+  details_source_ = what;
+  Detail x;
+  x.start_ns = d.start_ns;
+  x.name_id = cachedId(0, d.name, [&] { return d.name; });
+  x.type_id_op = known(d.op_type) ? cachedId(1, d.op_type, [&] { return d.op_type; }) : 0;
+  x.type_id_core = known(d.core_type) ? cachedId(1, d.core_type, [&] { return d.core_type; }) : 0;
+  x.shapes_id = known(d.shapes) ? cachedId(3, d.shapes, [&] { return npuDims(d.shapes); }) : 0;
+  details_.push_back(x);
+}
+
+// Each detail goes to the unmatched task of its name whose start is nearest, within 1 us (the
+// CSV and the trace round the same start differently: ...241.563 against ...241.564).
+void TraceModel::matchTaskDetails() {
+  constexpr int64_t kTolerance = 1000;
+  std::unordered_map<uint32_t, std::vector<std::pair<int64_t, uint32_t>>> by_name;  // name -> (start, event)
+  for (size_t i = 0; i < events_.size(); ++i) {
+    if (kind_[i] == kTask || kind_[i] == kCommTask) {
+      by_name[events_[i].name_id].emplace_back(events_[i].ts_ns, static_cast<uint32_t>(i));
+    }
+  }
+  for (auto& [name, v] : by_name) std::sort(v.begin(), v.end());
+  std::vector<uint8_t> taken(events_.size(), 0);
+  int64_t unmatched = 0;
+  for (const Detail& d : details_) {
+    auto it = by_name.find(d.name_id);
+    int64_t best = -1, best_dt = kTolerance + 1;
+    if (it != by_name.end()) {
+      const auto& v = it->second;
+      auto at = std::lower_bound(v.begin(), v.end(), std::make_pair(d.start_ns - kTolerance, uint32_t{0}));
+      for (; at != v.end() && at->first <= d.start_ns + kTolerance; ++at) {
+        const int64_t dt = std::abs(at->first - d.start_ns);
+        if (!taken[at->second] && dt < best_dt) best = at->second, best_dt = dt;
+      }
+    }
+    if (best < 0) {
+      ++unmatched;
+      continue;
+    }
+    taken[static_cast<size_t>(best)] = 1;
+    Raw& r = events_[static_cast<size_t>(best)];
+    if (kind_[static_cast<size_t>(best)] != kTask) continue;  // collectives keep their type (HCCL)
+    if (d.type_id_op) {
+      r.type_id = d.type_id_op;
+    } else if (d.type_id_core) {
+      r.type_id = d.type_id_core;
+    }
+    if (d.shapes_id) r.shapes_id = d.shapes_id;
+  }
+  if (unmatched > 0) {
+    extra_notes_.push_back(details_source_ + ": " + std::to_string(unmatched) + " of " +
+                           std::to_string(details_.size()) +
+                           " rows match no device task (same name, start within 1 us); their details are not used");
+  }
+  details_ = {};
+}
 
 uint32_t TraceModel::laneOf(int64_t pid, int64_t tid) {
   const std::pair<int64_t, int64_t> key{pid, tid};
@@ -255,7 +322,11 @@ void TraceModel::addEvent(const EventFields& e) {
   if (!e.group.empty()) group_of_[index] = strings.intern(e.group);
   r.name_id = cachedId(0, e.name, [&] { return std::string(e.name); });
   r.cat = catOf(e.cat);
-  r.type_id = e.task_type.empty() ? 0 : cachedId(1, e.task_type, [&] { return std::string(e.task_type); });
+  r.type_id = taskTypeId(e.op_type, e.core_type,
+                         e.task_type.empty() ? 0 : cachedId(1, e.task_type, [&] { return std::string(e.task_type); }));
+  if (e.launch_ids) {
+    for (int64_t id : *e.launch_ids) op_links_.emplace_back(id, index);
+  }
   if (!e.input_dims.empty()) {
     r.shapes_id = cachedId(e.dims_are_json ? 2 : 3, e.input_dims,
                            [&] { return e.dims_are_json ? normalizeDims(e.input_dims) : npuDims(e.input_dims); });
@@ -305,6 +376,7 @@ Status TraceModel::classify() {
     }
     any |= kind_[i] != kSkip;
   }
+  if (!details_.empty()) matchTaskDetails();
   if (!any) return invalidArgument(path_ + ": no host ops, device tasks or memory samples in the trace");
   return Status::ok();
 }
@@ -363,10 +435,7 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
   }
 
   tracePhase("nested");
-  // 3. Steps from ProfilerStep#N.
-  struct Step {
-    int64_t n, start, end;
-  };
+  // 3. Steps from ProfilerStep#N, else as the source gives them.
   std::vector<Step> steps;
   std::unordered_map<uint32_t, int64_t> step_names;  // name id -> N, -1: not a step
   for (size_t i = 0; i < events_.size(); ++i) {
@@ -382,6 +451,7 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
     }
     if (it->second >= 0) steps.push_back({it->second, events_[i].ts_ns, events_[i].ts_ns + events_[i].dur_ns});
   }
+  if (steps.empty()) steps = given_steps_;
   std::sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) { return a.start < b.start; });
   auto stepAt = [&](int64_t t) -> int64_t {
     auto it = std::upper_bound(steps.begin(), steps.end(), t, [](int64_t v, const Step& s) { return v < s.start; });
@@ -449,6 +519,11 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
     const int64_t at = innermostAt(lanes_[flow.lane].second, flow.ts_ns);
     if (at >= 0) from_flows.emplace_back(flow.link, static_cast<uint32_t>(at));
   }
+  // torch_npu's db: launch ids an op holds (CONNECTION_IDS), where no host call carries the id.
+  for (const auto& [link, i] : op_links_) {
+    if (kind[i] == kHost && findLauncher(link) < 0) from_flows.emplace_back(link, i);
+  }
+  op_links_ = {};
   if (!from_flows.empty()) {
     launcher.insert(launcher.end(), from_flows.begin(), from_flows.end());
     std::stable_sort(launcher.begin(), launcher.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
@@ -561,12 +636,12 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
     const auto& [pid, tid] = lanes_[r.lane];
     t.shapes_id = r.shapes_id;
     if (kind[i] == kCommTask) {
-      t.device = default_device_;
+      t.device = r.device >= 0 ? r.device : default_device_;
       t.stream = 1000 + static_cast<int32_t>(tid);  // communication groups: streams from 1000
       t.type_id = strings.intern("HCCL");
       t.comm_group = thread_names_[{pid, tid}];
     } else if (ascend) {
-      t.device = default_device_;
+      t.device = r.device >= 0 ? r.device : default_device_;
       t.stream = r.stream >= 0 ? r.stream : static_cast<int32_t>(tid);
       t.type_id = r.type_id ? r.type_id : strings.intern("task");
     } else {

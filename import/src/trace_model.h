@@ -37,6 +37,20 @@ struct EventFields {
   std::optional<int64_t> device_type, device_id, total_allocated, total_reserved, bytes, count;
   std::optional<int64_t> allocated, reserved;  // npuscope's own memory counters ("Memory npu:N")
   std::string_view task_type, data_type, group, arg_name;  // arg_name: args.name of M events
+  // torch_npu's details of a compute task (COMPUTE_TASK_INFO): its op type (TransData) and
+  // accelerator core (AI_VECTOR_CORE); empty or N/A when unknown. See TraceModel::addTaskDetail.
+  std::string_view op_type, core_type;
+  // torch_npu's db: the connection ids of the launches an op holds (CONNECTION_IDS). A device task
+  // with one of them belongs to the op when no host call carries the id itself.
+  const std::vector<int64_t>* launch_ids = nullptr;
+};
+
+// A row of torch_npu's kernel_details.csv: more about the device task of this name that starts
+// within a microsecond of `start_ns`.
+struct TaskDetail {
+  std::string name;
+  int64_t start_ns = 0;
+  std::string op_type, core_type, shapes;  // shapes as torch_npu writes them ("32,3,224,224;64")
 };
 
 class TraceModel {
@@ -46,7 +60,12 @@ class TraceModel {
   void addEvent(const EventFields& e);
   // A torch_npu memory_record.csv sample (bytes; device index).
   void addMemory(const MemoryRecord& m) { memory_.push_back(m); }
-  // Steps known from elsewhere (torch_npu step_trace_time) when the trace has no ProfilerStep.
+  // A step known from elsewhere (torch_npu's STEP_TIME); used when no host op is ProfilerStep#N.
+  void addStep(int64_t n, int64_t start_ns, int64_t end_ns) { given_steps_.push_back({n, start_ns, end_ns}); }
+  // Matched to a device task by classify(); the task takes its type and input shapes. Rows that
+  // match no task are counted in one note, `what` naming their source.
+  void addTaskDetail(const TaskDetail& d, const std::string& what);
+  // The run's metadata, as {"source": {...}}.
   void setMetadata(std::string json) { metadata_json_ = std::move(json); }
   void setRank(int64_t rank, int64_t world_size) { rank_ = rank, world_size_ = world_size; }
   void setDefaultDevice(int32_t device) { default_device_ = device; }
@@ -92,6 +111,10 @@ class TraceModel {
     return it == m.end() ? -1 : it->second;
   }
   int64_t numericId(std::string_view text);
+  // A device task's stored type: its op type when known, else its accelerator core, else the
+  // source's task type.
+  uint32_t taskTypeId(std::string_view op_type, std::string_view core_type, uint32_t task_type);
+  void matchTaskDetails();
 
   std::string source_, path_;
   std::string metadata_json_ = "{}";
@@ -100,6 +123,17 @@ class TraceModel {
   int64_t time_base_ns_ = 0;
   std::deque<Raw> events_;  // no reallocation peaks while it grows
   std::vector<MemoryRecord> memory_;
+  struct Step {
+    int64_t n, start, end;
+  };
+  std::vector<Step> given_steps_;
+  struct Detail {
+    int64_t start_ns;
+    uint32_t name_id, type_id_op, type_id_core, shapes_id;
+  };
+  std::vector<Detail> details_;
+  std::string details_source_;
+  std::vector<std::pair<int64_t, uint32_t>> op_links_;  // (connection id, event index) from launch_ids
   std::unordered_map<int64_t, std::string> process_names_;
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names_;
   std::unordered_map<std::string, int64_t> text_ids_;       // string pids / tids -> numbers

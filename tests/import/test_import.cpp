@@ -2,6 +2,8 @@
 // independent Python reading of the same files, noted at each figure) and against small fixtures
 // written here for every documented variant and every bad input.
 #include <gtest/gtest.h>
+
+#include <map>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "import_fixture.h"
 #include "npuscope/core/chrome_trace.h"
 #include "npuscope/core/perf_compare.h"
 #include "npuscope/core/trace_reader.h"
@@ -20,75 +23,7 @@
 namespace npuscope::import {
 namespace {
 
-const std::string kTraces = NPUSCOPE_TRACES;
-const std::string kAscend = kTraces + "/ascend_alexnet_rank0_ascend_pt";
-const std::string kKineto = kTraces + "/kineto_before_fix_trace.json";
-
-class ImportTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/npuscope_import_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { (void)std::system(("rm -rf '" + dir_ + "'").c_str()); }
-
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-  std::string write(const std::string& name, const std::string& text) const {
-    const std::string p = path(name);
-    const size_t slash = p.find_last_of('/');
-    (void)std::system(("mkdir -p '" + p.substr(0, slash) + "'").c_str());
-    std::ofstream(p, std::ios::binary) << text;
-    return p;
-  }
-  std::string writeGz(const std::string& name, const std::string& text) const {
-    const std::string p = path(name);
-    gzFile f = gzopen(p.c_str(), "wb");
-    gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
-    gzclose(f);
-    return p;
-  }
-  static bool exists(const std::string& p) {
-    struct stat st {};
-    return ::stat(p.c_str(), &st) == 0;
-  }
-  // One integer from SQL on the file (read-only).
-  int64_t q(const std::string& db, const std::string& sql) const {
-    sqlite3* h = nullptr;
-    EXPECT_EQ(sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-    sqlite3_stmt* st = nullptr;
-    EXPECT_EQ(sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sql << ": " << sqlite3_errmsg(h);
-    int64_t v = INT64_MIN;
-    if (st && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(h);
-    return v;
-  }
-  std::string qs(const std::string& db, const std::string& sql) const {
-    sqlite3* h = nullptr;
-    sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr);
-    sqlite3_stmt* st = nullptr;
-    EXPECT_EQ(sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sql;
-    std::string v = "<none>";
-    if (st && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
-      v = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
-    }
-    sqlite3_finalize(st);
-    sqlite3_close(h);
-    return v;
-  }
-  // The import must fail naming `expect`, and leave no trace file behind.
-  void expectRefused(const std::string& input, const std::string& expect) {
-    const std::string db = path("refused.db");
-    auto r = importPath(input, db);
-    ASSERT_FALSE(r.isOk()) << input;
-    EXPECT_NE(r.status().message().find(expect), std::string::npos) << r.status().message();
-    EXPECT_EQ(r.status().message().find('\n'), std::string::npos) << "one line";
-    EXPECT_FALSE(exists(db)) << "nothing half-written";
-  }
-
-  std::string dir_;
-};
+using namespace npuscope::import::test;
 
 TEST_F(ImportTest, TorchNpuSampleCountsMatchTheSource) {
   const std::string db = path("a.db");
@@ -107,7 +42,11 @@ TEST_F(ImportTest, TorchNpuSampleCountsMatchTheSource) {
   EXPECT_EQ(run.rank, 0);              // profiler_info_0.json rank_id
   EXPECT_EQ(q(db, "SELECT count(*) FROM op_events"), 1885);
   EXPECT_EQ(q(db, "SELECT step FROM steps"), 50);  // ProfilerStep#50
-  EXPECT_EQ(q(db, "SELECT count(*) FROM device_tasks t JOIN strings s ON s.id=t.type_id WHERE s.value='AI_CORE'"), 172);
+  // Types from kernel_details.csv (its Type column: 57 TransData, 8 MatMulV2 rows); each of the
+  // 172 AI_CORE tasks of trace_view.json has a row there, so none keeps that type.
+  EXPECT_EQ(q(db, "SELECT count(*) FROM device_tasks t JOIN strings s ON s.id=t.type_id WHERE s.value='TransData'"), 57);
+  EXPECT_EQ(q(db, "SELECT count(*) FROM device_tasks t JOIN strings s ON s.id=t.type_id WHERE s.value='MatMulV2'"), 8);
+  EXPECT_EQ(q(db, "SELECT count(*) FROM device_tasks t JOIN strings s ON s.id=t.type_id WHERE s.value='AI_CORE'"), 0);
   EXPECT_EQ(qs(db, "SELECT source FROM runs"), "torch_npu");
   EXPECT_EQ(q(db, "SELECT rank FROM runs"), 0);
   // Allocated peak: 1187.9814453125 MB in memory_record.csv.
@@ -299,6 +238,54 @@ TEST_F(ImportTest, TorchNpuFolderWithTaskQueue) {
   EXPECT_EQ(again->runs[0].linked_tasks, 1);
 }
 
+// kernel_details.csv: each row gives the trace_view.json task of its name and start its op type
+// (else its accelerator core) and input shapes.
+TEST_F(ImportTest, KernelDetailsGiveTorchNpuTasksTheirOpTypeAndShapes) {
+  const std::string db = path("k.db");
+  auto r = importPath(kAscend, db);
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  // Python: all 191 rows have a task of their name starting within 1 us (3 HCCL rows are 1 ns
+  // off), 174 of them with Input Shapes other than N/A.
+  for (const std::string& n : r->runs[0].notes) EXPECT_EQ(n.find("kernel_details.csv"), std::string::npos) << n;
+  EXPECT_EQ(q(db, "SELECT count(*) FROM device_tasks WHERE shapes_id IS NOT NULL"), 174);
+  EXPECT_EQ(qs(db, "SELECT s.value || ' ' || y.value FROM device_tasks t JOIN strings n ON n.id=t.name_id"
+                   " JOIN strings s ON s.id=t.shapes_id JOIN strings y ON y.id=t.type_id WHERE n.value='Conv2D1'"),
+            "[[32, 1, 224, 224, 8], [121, 4, 16, 8], [64]] Conv2D");
+  // The collectives' rows (Type hcom_allReduce_) leave them HCCL tasks.
+  EXPECT_EQ(q(db, "SELECT count(*) FROM device_tasks t JOIN strings y ON y.id=t.type_id WHERE y.value='HCCL'"), 4);
+
+  const std::string root = "kd_ascend_pt/ASCEND_PROFILER_OUTPUT/";
+  write(root + "trace_view.json", R"([
+    {"name": "process_name", "ph": "M", "pid": 30, "tid": 0, "args": {"name": "Ascend Hardware"}},
+    {"name": "Add_kernel", "pid": 30, "tid": 2, "ts": "1040.250", "dur": 7.5, "ph": "X", "args": {"Task Type": "AI_CORE"}},
+    {"name": "Cast_kernel", "pid": 30, "tid": 2, "ts": "1050.000", "dur": 2, "ph": "X", "args": {"Task Type": "AI_CORE"}},
+    {"name": "Sort_kernel", "pid": 30, "tid": 2, "ts": "1060.000", "dur": 2, "ph": "X", "args": {"Task Type": "AI_CPU"}}
+  ])");
+  // Columns in another order, with extras; a start 0.4 us off; a row of no task; a row too far.
+  write(root + "kernel_details.csv",
+        "Step Id,Name,Input Shapes,Accelerator Core,Type,Start Time(us),Duration(us),Input Data Types\n"
+        "7,Add_kernel,\"\"\"4,4;4,4\"\"\",AI_VECTOR_CORE,Add,1040.250\t,7.5,FLOAT;FLOAT\n"
+        "7,Cast_kernel,N/A,AI_CPU,N/A,1049.600\t,2,N/A\n"
+        "7,Gone_kernel,N/A,AI_CORE,Gone,1070.000\t,2,N/A\n"
+        "7,Add_kernel,N/A,AI_CORE,Add,1042.000\t,2,N/A\n");
+  const std::string kd = path("kd.db");
+  auto k = importPath(path("kd_ascend_pt"), kd);
+  ASSERT_TRUE(k.isOk()) << k.status().message();
+  const std::string tasks = "SELECT n.value || ' ' || y.value || ' ' || coalesce(s.value, '-') FROM device_tasks t"
+                            " JOIN strings n ON n.id=t.name_id JOIN strings y ON y.id=t.type_id"
+                            " LEFT JOIN strings s ON s.id=t.shapes_id ORDER BY t.start_ns";
+  EXPECT_EQ(rows(kd, tasks), (std::vector<std::string>{"Add_kernel Add [[4, 4], [4, 4]]", "Cast_kernel AI_CPU -",
+                                                        "Sort_kernel AI_CPU -"}));
+  bool noted = false;
+  for (const std::string& n : k->runs[0].notes) {
+    noted |= n == "kernel_details.csv: 2 of 4 rows match no device task (same name, start within 1 us);"
+                  " their details are not used";
+  }
+  EXPECT_TRUE(noted);
+  write(root + "kernel_details.csv", "Name,Type,Start(us)\nAdd_kernel,Add,1040.25\n");
+  expectRefused(path("kd_ascend_pt"), "kernel_details.csv: line 1: no column 'Start Time(us)'");
+}
+
 TEST_F(ImportTest, FolderOfRanksIsOneClusterInOneFile) {
   for (int rank : {0, 1}) {
     write("job/rank" + std::to_string(rank) + ".pt.trace.json",
@@ -361,25 +348,6 @@ TEST_F(ImportTest, CancelLeavesNoRun) {
   EXPECT_FALSE(exists(db));
 }
 
-// Ops and tasks of a run, as comparable text: times relative to the run's earliest event.
-std::vector<std::string> rows(const std::string& db, const std::string& sql) {
-  std::vector<std::string> out;
-  sqlite3* h = nullptr;
-  sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr);
-  sqlite3_stmt* st = nullptr;
-  EXPECT_EQ(sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(h);
-  while (st && sqlite3_step(st) == SQLITE_ROW) {
-    std::string row;
-    for (int c = 0; c < sqlite3_column_count(st); ++c) {
-      const unsigned char* t = sqlite3_column_text(st, c);
-      row += (c ? "|" : "") + std::string(t ? reinterpret_cast<const char*>(t) : "NULL");
-    }
-    out.push_back(row);
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(h);
-  return out;
-}
 
 TEST_F(ImportTest, ChromeExportOfAnImportedRunReimportsToTheSameOpsAndTasks) {
   for (const std::string& source : {kAscend, kKineto}) {
@@ -419,6 +387,8 @@ TEST_F(ImportTest, ChromeExportOfAnImportedRunReimportsToTheSameOpsAndTasks) {
 
 namespace npuscope::import {
 namespace {
+
+using namespace npuscope::import::test;
 
 // Two known runs: A's aten::mm takes 100 us twice, B's 150 us twice; aten::relu only in A,
 // aten::gelu only in B; B's kernel is twice as long; steps of 1000 and 1500 us.
@@ -476,6 +446,31 @@ TEST_F(ImportTest, PerfCompareOfTwoKnownRuns) {
   EXPECT_EQ(taskGroupName("trans_TransData_12"), "trans_TransData");
   EXPECT_EQ(taskGroupName("Kernel"), "Kernel");
   EXPECT_EQ(taskGroupName("123"), "123");
+  // Tasks with an op type compare by it; generic types fall back to the name.
+  EXPECT_EQ(taskCompareKey("Conv2D1", "Conv2D"), "Conv2D");
+  EXPECT_EQ(taskCompareKey("Conv2D4", "Conv2D"), "Conv2D");
+  EXPECT_EQ(taskCompareKey("trans_TransData_12", "AI_CORE"), "trans_TransData");
+  EXPECT_EQ(taskCompareKey("hcom_allReduce__586_0_1", "HCCL"), "hcom_allReduce_");
+  EXPECT_EQ(taskCompareKey("gemm_7", "kernel"), "gemm");
+}
+
+// The real torch_npu sample against itself: its device rows are the op types of
+// kernel_details.csv (TransData 57 tasks, MatMulV2 8: counted with Python from the CSV).
+TEST_F(ImportTest, PerfCompareGroupsTorchNpuTasksByOpType) {
+  const std::string db = path("self.db");
+  ASSERT_TRUE(importPath(std::string(NPUSCOPE_TRACES) + "/ascend_alexnet_rank0_ascend_pt", db).isOk());
+  auto r = TraceReader::open(db);
+  ASSERT_TRUE(r.isOk());
+  auto res = comparePerf(**r, 1, **r, 1);
+  ASSERT_TRUE(res.isOk()) << res.status().message();
+  std::map<std::string, int64_t> calls;
+  for (const PerfRow& row : res->device) {
+    calls[row.name] = row.a.calls;
+    EXPECT_EQ(row.a.total_ns, row.b.total_ns);
+  }
+  EXPECT_EQ(calls["TransData"], 57);
+  EXPECT_EQ(calls["MatMulV2"], 8);
+  EXPECT_EQ(calls.count("Conv2D1"), 0u) << "instances of an op type share its row";
 }
 
 }  // namespace

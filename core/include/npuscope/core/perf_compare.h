@@ -39,8 +39,8 @@ struct PerfStepPair {
 
 struct PerfCompareResult {
   std::vector<PerfRow> host;    // host ops by name, largest |difference| first
-  std::vector<PerfRow> device;  // device tasks by name (trailing _N instance numbers dropped),
-                                // or an op's modeled device time for runs without real tasks
+  std::vector<PerfRow> device;  // device tasks by op type (taskCompareKey), or an op's modeled
+                                // device time for runs without real tasks
   std::string device_a, device_b;  // what each side's device rows are: "real" | "model" | "none"
   std::vector<PerfStepPair> steps;
   int64_t host_total_a = 0, host_total_b = 0;      // sum of top-level host op time
@@ -51,5 +51,10 @@ StatusOr<PerfCompareResult> comparePerf(TraceReader& a, int64_t run_a, TraceRead
 
 // "trans_TransData_12" -> "trans_TransData": device task names carry instance numbers.
 std::string taskGroupName(const std::string& name);
+// The row a device task is compared under: its op type when the source gives one (torch_npu's
+// kernel_details / COMPUTE_TASK_INFO: "Conv2D" for Conv2D1, Conv2D4, ...), else its name
+// without instance numbers (types that only name a core or a kind of task: kernel, AI_CORE,
+// HCCL, EVENT_WAIT_SQE, ...).
+std::string taskCompareKey(const std::string& name, const std::string& type);
 
 }  // namespace npuscope

@@ -1,9 +1,11 @@
 // Imports traces that other profilers wrote into an npuscope trace file, one run per rank:
 //   - torch.profiler / Kineto chrome traces (*.json, *.json.gz; current and 2021-era names),
-//   - torch_npu's profiler output (a *_ascend_pt folder or its ASCEND_PROFILER_OUTPUT),
+//   - torch_npu's profiler output (a *_ascend_pt folder or its ASCEND_PROFILER_OUTPUT), text or
+//     database export (ascend_pytorch_profiler_{rank}.db, which may also be given itself),
 //   - a folder holding several ranks of either kind (one run per rank, a cluster).
-// Reading streams: JSON in bounded chunks (simdjson), gzip through zlib; only compact event
-// records are held, so memory stays a fraction of the file. docs/import.md has the mapping.
+// Reading streams: JSON in bounded chunks (simdjson), gzip through zlib, the database row by
+// row (SQLite); only compact event records are held, so memory stays a fraction of the file.
+// docs/import.md has the mapping.
 #pragma once
 
 #include <cstdint>
