@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "aten/npu_tensor.h"
+#include "npuscope/core/op_support.h"
 #include "npuscope/device/npu.h"
 
 namespace npuscope::npu {
@@ -127,6 +128,7 @@ OpWork estimate(const std::string& op_name, const std::vector<at::Tensor>& input
                        contains(n, "log") || contains(n, "gelu") || contains(n, "tanh") || contains(n, "sigmoid");
     w.flops = std::max(out_numel, in_numel) * (heavy ? 5.0 : 1.0);
   }
+  w.host_fallback = opSupport(op_name).level == OpSupportLevel::kFallback;
   return w;
 }
 

@@ -10,6 +10,10 @@
 namespace npuscope::npu {
 
 int64_t modeled_duration_ns(const OpWork& work, const CostModelParams& p) {
+  if (work.host_fallback) {
+    const double s = work.bytes / p.pcie_bytes_per_s + work.flops / p.host_flops_per_s;
+    return p.launch_ns + p.host_fallback_sync_ns + static_cast<int64_t>(s * 1e9 + 0.5);
+  }
   double rate = 0;
   switch (work.unit) {
     case ComputeUnit::kCube:

@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 
+#include "npuscope/core/op_support.h"
 #include "npuscope/core/op_table_csv.h"
 #include "npuscope/device/npu.h"
 #include "workloads/models.h"
@@ -94,6 +95,25 @@ std::string support(const std::string& qualified, const OpUse& u) {
   return how;
 }
 
+// What a real torch_npu would do with the op (core/op_support.h).
+std::string onTorchNpu(const std::string& name) {
+  // The dispatcher's cross-device copy hook of an out-of-tree backend (ours); torch_npu
+  // implements copy_ itself, natively.
+  if (name == "aten::_copy_from" || name == "aten::_copy_from_and_resize") return "native (torch_npu's copy_)";
+  const OpSupport s = opSupport(name);
+  switch (s.level) {
+    case OpSupportLevel::kNative: return s.via_functional ? "native (as its functional form)" : "native";
+    case OpSupportLevel::kCustom: return s.ours ? "custom (npuscope's)" : "custom";
+    case OpSupportLevel::kComposite: return "composite";
+    case OpSupportLevel::kAiCpu: return "AI CPU";
+    case OpSupportLevel::kFallback: return "host fallback";
+    case OpSupportLevel::kUnsupported: return "unsupported: fails";
+    case OpSupportLevel::kNoKernel: return "no NPU kernel: fails";
+    case OpSupportLevel::kUnknown: break;
+  }
+  return "not in the list";
+}
+
 }  // namespace
 
 int runOps(const OpsOptions& o) {
@@ -145,32 +165,41 @@ int runOps(const OpsOptions& o) {
   g_collector = nullptr;
 
   if (o.format == "csv") {
-    std::printf("Op,Calls,Dtypes,Phases,Support\n");
+    std::printf("Op,Calls,Dtypes,Phases,Support,torch_npu\n");
   } else {
     std::printf("ops of one %s training step (%s, batch %lld) on %s\n\n", o.model.c_str(), o.dtype.c_str(),
                 static_cast<long long>(o.batch_size), npu::format_device(device).c_str());
-    std::printf("%-44s %6s  %-20s %-26s %s\n", "Op", "Calls", "Dtypes", "Phases", "Support");
-    std::printf("%s\n", std::string(136, '-').c_str());
+    std::printf("%-44s %6s  %-20s %-26s %-52s %s\n", "Op", "Calls", "Dtypes", "Phases", "Emulator runs it as",
+                "A real torch_npu");
+    std::printf("%s\n", std::string(166, '-').c_str());
   }
   int refused = 0, low = 0;
+  std::map<std::string, int> real;  // torch_npu verdict -> ops
   for (const auto& [name, u] : collector.ops) {
     std::string dtypes, phases;
     for (const auto& d : u.dtypes) dtypes += (dtypes.empty() ? "" : " ") + d;
     for (int p : u.phases) phases += (phases.empty() ? "" : " ") + std::string(kPhaseNames[p]);
     const std::string how = support(name, u);
+    const std::string npu_real = onTorchNpu(name);
+    std::string verdict = npu_real.substr(0, npu_real.find_first_of(":("));
+    while (!verdict.empty() && verdict.back() == ' ') verdict.pop_back();
+    ++real[verdict];
     refused += u.fp64;
     low += u.low_precision;
     if (o.format == "csv") {
-      std::printf("%s,%lld,%s,%s,%s\n", csvField(name).c_str(), static_cast<long long>(u.calls), csvField(dtypes).c_str(),
-                  csvField(phases).c_str(), csvField(how).c_str());
+      std::printf("%s,%lld,%s,%s,%s,%s\n", csvField(name).c_str(), static_cast<long long>(u.calls),
+                  csvField(dtypes).c_str(), csvField(phases).c_str(), csvField(how).c_str(), csvField(npu_real).c_str());
     } else {
-      std::printf("%-44s %6lld  %-20s %-26s %s\n", name.c_str(), static_cast<long long>(u.calls), dtypes.c_str(),
-                  phases.c_str(), how.c_str());
+      std::printf("%-44s %6lld  %-20s %-26s %-52s %s\n", name.c_str(), static_cast<long long>(u.calls), dtypes.c_str(),
+                  phases.c_str(), how.c_str(), npu_real.c_str());
     }
   }
   if (o.format == "text") {
     std::printf("\n%zu distinct ops: %zu supported, %d refused, %d took the fp16/bf16 -> fp32 path\n",
                 collector.ops.size(), collector.ops.size() - static_cast<size_t>(refused), refused, low);
+    std::string verdicts;
+    for (const auto& [v, n] : real) verdicts += (verdicts.empty() ? "" : ", ") + std::to_string(n) + " " + v;
+    std::printf("on a real device (%s): %s\n", std::string(opSupportVersion()).c_str(), verdicts.c_str());
   }
   return refused > 0 ? 2 : 0;
 }

@@ -99,6 +99,20 @@ TEST(CliOps, CoverageOfTheCnnStep) {
                              "npu kernel", "CPU kernel, zero-copy", "distinct ops:", "0 refused"}) {
     EXPECT_NE(r.out.find(expect), std::string::npos) << "missing \"" << expect << "\" in\n" << r.out;
   }
+  // What a real torch_npu would do, per the shipped list (checked by hand in
+  // core/data/torch_npu_ops_v2.0.1-5.0.0.txt: "aten::convolution<TAB>native",
+  // "aten::_to_copy<TAB>composite").
+  auto lineOf = [&](const std::string& op) {
+    const size_t at = r.out.find("\n" + op + " ");
+    return at == std::string::npos ? std::string() : r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+  };
+  EXPECT_NE(r.out.find("A real torch_npu"), std::string::npos) << r.out;
+  const std::string conv = lineOf("aten::convolution");
+  ASSERT_FALSE(conv.empty()) << r.out;
+  EXPECT_EQ(conv.substr(conv.size() - 7), " native") << conv;
+  const std::string to_copy = lineOf("aten::_to_copy");
+  if (!to_copy.empty()) EXPECT_EQ(to_copy.substr(to_copy.size() - 10), " composite") << to_copy;
+  EXPECT_NE(r.out.find("on a real device (torch_npu v2.0.1"), std::string::npos) << r.out;
   CliRun half = run("ops --model mlp --dtype float16 --batch-size 8");
   ASSERT_EQ(half.exit_code, 0) << half.out;
   EXPECT_NE(half.out.find("Half"), std::string::npos) << half.out;

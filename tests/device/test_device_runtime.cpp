@@ -225,6 +225,27 @@ TEST(CostModel, ElementwiseWorkIsMemoryBound) {
   EXPECT_EQ(npu::modeled_duration_ns(tiny, p), p.launch_ns);
 }
 
+// An op torch_npu runs on the host (its tocpu list) is charged as copies over PCIe plus host
+// compute, not as a device kernel: by hand, launch + sync + bytes / PCIe + flops / host rate.
+TEST(CostModel, HostFallbackOpsAreChargedAsCopiesAndHostCompute) {
+  npu::CostModelParams p;
+  npu::OpWork w;
+  w.unit = npu::ComputeUnit::kVector;
+  w.flops = 4e6;
+  w.bytes = 8e6;
+  const int64_t on_device = npu::modeled_duration_ns(w, p);
+  w.host_fallback = true;
+  const double s = 8e6 / 25e9 + 4e6 / 20e9;  // the documented 25 GB/s PCIe, 20 GFLOPS host core
+  EXPECT_EQ(npu::modeled_duration_ns(w, p), 2000 + 30000 + static_cast<int64_t>(s * 1e9 + 0.5));
+  EXPECT_GT(npu::modeled_duration_ns(w, p), 10 * on_device);
+  // Which ops: torch_npu 2.0.1 lists _fft_r2c under tocpu (core/data: "aten::_fft_r2c<TAB>fallback"),
+  // add has an NPU kernel.
+  const at::Tensor t = at::ones({64, 64});
+  EXPECT_TRUE(npu::estimate_op_work("aten::_fft_r2c", {t}, {t}).host_fallback);
+  EXPECT_FALSE(npu::estimate_op_work("aten::add", {t, t}, {t}).host_fallback);
+  EXPECT_FALSE(npu::estimate_op_work("aten::convolution", {t, t}, {t}).host_fallback);
+}
+
 TEST(StreamModel, QueueOverlapsLaunchWithExecution) {
   npu::StreamModel s(true);
   // Op 0 launched at 0 runs 0..100; op 1 launched at 10 waits for op 0; op 2 launched late starts at once.

@@ -21,6 +21,13 @@ struct CostModelParams {
   double hbm_bytes_per_s = 1228e9;
   // Fixed cost of starting one task on the device (scheduling, kernel prologue).
   int64_t launch_ns = 2000;
+  // Ops torch_npu runs on the host (its `tocpu` list: core/op_support.h, docs/op_coverage.md):
+  // the inputs go to the host and the outputs back over PCIe 4.0 x16 (the Atlas 300T card's
+  // link: 32 GB/s raw, modeled at 25 GB/s achieved), the stream is synchronised first, and
+  // the op computes on one host core (modeled at 20 GFLOPS, a vectorised x86 core).
+  double pcie_bytes_per_s = 25e9;
+  double host_flops_per_s = 20e9;
+  int64_t host_fallback_sync_ns = 30000;
 };
 
 enum class ComputeUnit {
@@ -34,9 +41,13 @@ struct OpWork {
   bool low_precision = false;  // fp16/bf16 operands
   double flops = 0;            // floating-point operations
   double bytes = 0;            // bytes read + written in device memory
+  // A real torch_npu would run this op on the host (CPU fallback): charged as copies over PCIe
+  // and host compute instead of a device kernel.
+  bool host_fallback = false;
 };
 
-// Modeled device duration: launch + max(compute time, memory time) (a roofline).
+// Modeled device duration: launch + max(compute time, memory time) (a roofline); a host
+// fallback: launch + sync + bytes over PCIe + flops at the host's rate.
 int64_t modeled_duration_ns(const OpWork& work, const CostModelParams& params = CostModelParams());
 
 struct StreamSlot {
