@@ -125,6 +125,14 @@ int main(int argc, char** argv) {
   exporter->add_option("--csv", exp.csv, "Write the op table as CSV here");
   exporter->add_option("--max-file-mb", exp.max_file_mb, "Largest chrome trace file before splitting")->capture_default_str();
 
+  npuscope::cli::AdviseOptions adv;
+  auto* advise_cmd = app.add_subcommand(
+      "advise", "Findings over a run (recorded or imported): ops a real device would not run natively, dynamic "
+                "shapes, cast overhead, skipped steps, loss-scale collapse or oscillation, memory near capacity");
+  advise_cmd->add_option("file", adv.file, "Trace file")->required();
+  advise_cmd->add_option("--run", adv.run, "Run id (default: the latest run)");
+  advise_cmd->add_flag("--json", adv.json, "The findings as JSON on stdout");
+
   npuscope::cli::OpsOptions ops;
   auto* ops_cmd = app.add_subcommand("ops", "Operator coverage of a model's training step on the npu");
   ops_cmd->add_option("--model", ops.model, "Built-in model")->capture_default_str();
@@ -180,6 +188,7 @@ int main(int argc, char** argv) {
     return npuscope::cli::runReport(rep);
   }
   if (exporter->parsed()) return npuscope::cli::runExport(exp);
+  if (advise_cmd->parsed()) return npuscope::cli::runAdvise(adv);
   // Ctrl-C / SIGTERM of train and infer: the loop stops before its next step (batch) and ends the
   // run "failed"; a second one ends the process at once (the next writer to open the file ends
   // that run then).

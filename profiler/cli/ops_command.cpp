@@ -97,12 +97,14 @@ std::string support(const std::string& qualified, const OpUse& u) {
 
 // What a real torch_npu would do with the op (core/op_support.h).
 std::string onTorchNpu(const std::string& name) {
-  // The dispatcher's cross-device copy hook of an out-of-tree backend (ours); torch_npu
-  // implements copy_ itself, natively.
-  if (name == "aten::_copy_from" || name == "aten::_copy_from_and_resize") return "native (torch_npu's copy_)";
   const OpSupport s = opSupport(name);
+  // The list entry that decided, when it is another op (e.g. _copy_from judged as copy_).
+  const std::string_view base = std::string_view(name).substr(0, name.find('.'));
+  const bool other = !s.entry.empty() && s.entry.substr(0, s.entry.find('.')) != base;
   switch (s.level) {
-    case OpSupportLevel::kNative: return s.via_functional ? "native (as its functional form)" : "native";
+    case OpSupportLevel::kNative:
+      if (s.via_functional) return "native (as its functional form)";
+      return other ? "native (as " + std::string(s.entry.substr(0, s.entry.find('.'))) + ")" : "native";
     case OpSupportLevel::kCustom: return s.ours ? "custom (npuscope's)" : "custom";
     case OpSupportLevel::kComposite: return "composite";
     case OpSupportLevel::kAiCpu: return "AI CPU";

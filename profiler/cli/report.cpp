@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "npuscope/core/advisor.h"
 #include "npuscope/core/chrome_trace.h"
 #include "npuscope/core/format.h"
 #include "npuscope/core/op_table_csv.h"
@@ -373,6 +374,45 @@ int runExport(const ExportOptions& o) {
     if (!out) return fail(o.csv + ": writing failed");
     std::printf("op table of run %lld (%zu ops): %s\n", static_cast<long long>(run->id), table->rows.size(), o.csv.c_str());
   }
+  return 0;
+}
+
+int runAdvise(const AdviseOptions& o) {
+  auto reader = TraceReader::open(o.file);
+  if (!reader.isOk()) return fail(reader.status().message());
+  auto run = pickRun(**reader, o.run);
+  if (!run.isOk()) return fail(run.status().message());
+  auto findings = advise(**reader, run->id);
+  if (!findings.isOk()) return fail(findings.status().message());
+  if (o.json) {
+    nlohmann::json j;
+    j["run"] = run->id;
+    j["findings"] = nlohmann::json::array();
+    for (const Finding& f : *findings) {
+      j["findings"].push_back({{"rule", f.rule},
+                               {"severity", severityName(f.severity)},
+                               {"title", f.title},
+                               {"evidence", f.evidence},
+                               {"suggestion", f.suggestion},
+                               {"ops", f.ops},
+                               {"steps", f.steps}});
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("npuscope advise: run %lld  %s  %s %s%s\n\n", static_cast<long long>(run->id), run->command.c_str(),
+              run->model.c_str(), run->opt_level.c_str(),
+              run->imported() ? (" (imported from " + run->source_path + ")").c_str() : "");
+  if (findings->empty()) {
+    std::printf("No findings: none of the advisor's rules fired on this run.\n");
+    return 0;
+  }
+  for (const Finding& f : *findings) {
+    std::printf("[%s] %s  (%s)\n", severityName(f.severity), f.title.c_str(), f.rule.c_str());
+    std::printf("    evidence:   %s\n", f.evidence.c_str());
+    std::printf("    suggestion: %s\n\n", f.suggestion.c_str());
+  }
+  std::printf("%zu finding(s)\n", findings->size());
   return 0;
 }
 

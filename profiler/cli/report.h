@@ -1,4 +1,4 @@
-// `npuscope report` and `npuscope export`: everything they show comes from core's TraceReader and
+// `npuscope report`, `export` and `advise`: everything they show comes from core's TraceReader and
 // exporters; these files only lay it out.
 #pragma once
 
@@ -28,5 +28,14 @@ struct ExportOptions {
 };
 
 int runExport(const ExportOptions& options);
+
+struct AdviseOptions {
+  std::string file;
+  int64_t run = -1;
+  bool json = false;
+};
+
+// `npuscope advise`: the advisor's findings (core/advisor.h) as text or JSON.
+int runAdvise(const AdviseOptions& options);
 
 }  // namespace npuscope::cli

@@ -119,6 +119,36 @@ TEST(CliOps, CoverageOfTheCnnStep) {
   EXPECT_NE(half.out.find("fp16/bf16 computed in fp32, rounded"), std::string::npos) << half.out;
 }
 
+// The advisor over a recorded O2 run whose first loss scale overflows: its skipped steps are the
+// ones the file marks skipped; a clean O0 run of the same model has no finding.
+TEST(CliAdvise, SkippedStepsOfARecordedRunAndACleanRun) {
+  const std::string db = scratchPath("advise.db");
+  ASSERT_EQ(run("train --dataset synthetic --model cnn --steps 12 --opt-level O2 --dynamic-init-scale 16777216 --db " +
+                db).exit_code, 0);
+  const int64_t skipped = sqlInt(db, "SELECT count(*) FROM steps WHERE skipped != 0");
+  ASSERT_GT(skipped, 0);
+  CliRun text = run("advise " + db);
+  ASSERT_EQ(text.exit_code, 0) << text.out;
+  EXPECT_NE(text.out.find("[warning] " + std::to_string(skipped) + " of 12 steps skipped for overflow"),
+            std::string::npos) << text.out;
+  CliRun json = run("advise --json " + db);
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  const auto j = nlohmann::json::parse(json.out.substr(json.out.find('{')));
+  bool found = false;
+  for (const auto& f : j["findings"]) {
+    if (f["rule"] != "skipped_steps") continue;
+    found = true;
+    EXPECT_EQ(static_cast<int64_t>(f["steps"].size()), skipped);
+  }
+  EXPECT_TRUE(found) << json.out;
+  CliRun clean = run("advise " + recordedDb());
+  ASSERT_EQ(clean.exit_code, 0) << clean.out;
+  EXPECT_NE(clean.out.find("No findings"), std::string::npos) << clean.out;
+  CliRun bad = run("advise /nonexistent/x.db");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("/nonexistent/x.db"), std::string::npos) << bad.out;
+}
+
 TEST(CliReport, TwoRunsInOneFile) {
   const std::string db = scratchPath("two.db");
   ASSERT_EQ(run("train --dataset synthetic --model mlp --steps 3 --db " + db).exit_code, 0);

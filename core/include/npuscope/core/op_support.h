@@ -18,6 +18,8 @@
 //      2.0 catalogue; a listed in-place variant keeps its own level (gelu_ is kNoKernel although
 //      gelu is kNative, as in torch_npu 2.0.1).
 //   Any other namespace (prim::, profiler::, ...) and any name not found is kUnknown.
+//   aten::_copy_from / _copy_from_and_resize (an out-of-tree backend's copy hook, the emulator's)
+//   are judged as copy_, which torch_npu implements itself (entry names copy_'s entry).
 #pragma once
 
 #include <string_view>

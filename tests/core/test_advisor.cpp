@@ -1,0 +1,209 @@
+// The advisor's rules: each on a written run that triggers it, with the figures it must report
+// worked out here, and on a clean run that must not.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "npuscope/core/advisor.h"
+#include "npuscope/core/string_table.h"
+#include "npuscope/core/trace_reader.h"
+#include "npuscope/core/trace_writer.h"
+
+namespace npuscope {
+namespace {
+
+struct Op {
+  std::string name;
+  std::string shapes;
+  int64_t dur_ns;
+  int32_t step = 0;
+};
+
+struct Step {
+  int64_t dur_ns;
+  double scale;
+  bool skipped = false;
+};
+
+// One run: `ops` back to back on one thread (top level), `steps` back to back from t = 0, and
+// one memory sample of `reserved` bytes on npu:0.
+std::string writeRun(const std::string& name, const std::vector<Op>& ops, const std::vector<Step>& steps,
+                     int64_t reserved = int64_t{1} << 30) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("npuscope_advisor_" + name + "_" + std::to_string(::getpid()) + ".db"))
+                               .string();
+  for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(path + s);
+  auto w = TraceWriter::open(path);
+  EXPECT_TRUE(w.isOk());
+  RunInfo info;
+  info.started_ns = 0;
+  info.model = name;
+  info.opt_level = "O1";
+  EXPECT_TRUE((*w)->beginRun(info).isOk());
+  auto buf = (*w)->takeBuffer();
+  int64_t t = 0, id = 1;
+  for (const Op& o : ops) {
+    OpRecord r;
+    r.id = id++;
+    r.start_ns = t;
+    r.dur_ns = o.dur_ns;
+    r.thread_id = 1;
+    r.step = o.step;
+    r.name_id = StringTable::global().intern(o.name);
+    r.shapes_id = o.shapes.empty() ? 0 : StringTable::global().intern(o.shapes);
+    buf->records[buf->size++] = r;
+    if (buf->size == OpBuffer::kCapacity) {
+      EXPECT_TRUE((*w)->submit(buf));
+      buf = (*w)->takeBuffer();
+    }
+    t += o.dur_ns + 10;
+  }
+  if (buf->size) EXPECT_TRUE((*w)->submit(buf));
+  int64_t st = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    StepRecord s;
+    s.step = static_cast<int64_t>(i);
+    s.start_ns = st;
+    s.dur_ns = steps[i].dur_ns;
+    s.loss_scale = steps[i].scale;
+    s.overflow = s.skipped = steps[i].skipped;
+    (*w)->addStep(s);
+    st += steps[i].dur_ns;
+  }
+  MemoryRecord m;
+  m.ts_ns = 5;
+  m.allocated = static_cast<uint64_t>(reserved / 2);
+  m.reserved = static_cast<uint64_t>(reserved);
+  (*w)->addMemory(m);
+  EXPECT_TRUE((*w)->endRun("completed").isOk());
+  return path;
+}
+
+std::vector<Finding> adviseFile(const std::string& path, const AdvisorOptions& o = {}) {
+  auto r = TraceReader::open(path);
+  EXPECT_TRUE(r.isOk());
+  auto f = advise(**r, 1, o);
+  EXPECT_TRUE(f.isOk()) << f.status().message();
+  return f.isOk() ? *f : std::vector<Finding>{};
+}
+
+const Finding* find(const std::vector<Finding>& f, const std::string& rule) {
+  for (const Finding& x : f) {
+    if (x.rule == rule) return &x;
+  }
+  return nullptr;
+}
+
+std::vector<Step> steadySteps(int n) {
+  std::vector<Step> s;
+  for (int i = 0; i < n; ++i) s.push_back({1000000, 65536.0});
+  return s;
+}
+
+// A clean run: native ops, fixed shapes, few casts, no skipped steps, a steady scale, 1 GiB.
+TEST(Advisor, ACleanRunHasNoFindings) {
+  std::vector<Op> ops;
+  for (int i = 0; i < 20; ++i) {
+    ops.push_back({"aten::convolution", "[[8, 3, 32, 32], [16, 3, 3, 3]]", 50000});
+    ops.push_back({"aten::relu", "[[8, 16, 30, 30]]", 5000});
+    ops.push_back({"aten::to", "[[8, 3, 32, 32]]", 1000});
+  }
+  const auto f = adviseFile(writeRun("clean", ops, steadySteps(10)));
+  for (const Finding& x : f) ADD_FAILURE() << x.rule << ": " << x.title;
+}
+
+// torch_npu 2.0.1 lists aten::_fft_r2c as tocpu (fallback) and aten::linalg_matrix_exp not at all
+// (no_kernel): core/data/torch_npu_ops_v2.0.1-5.0.0.txt.
+TEST(Advisor, OpsARealDeviceWouldNotRunNatively) {
+  std::vector<Op> ops = {{"aten::relu", "", 1000}, {"aten::_fft_r2c", "", 3000}, {"aten::_fft_r2c", "", 4000}};
+  const auto f = adviseFile(writeRun("fallback", ops, steadySteps(2)));
+  const Finding* x = find(f, "not_native_ops");
+  ASSERT_NE(x, nullptr);
+  EXPECT_EQ(x->severity, Severity::kWarning);
+  EXPECT_EQ(x->ops, std::vector<std::string>{"aten::_fft_r2c"});
+  EXPECT_NE(x->evidence.find("2 calls, 0.007 ms"), std::string::npos) << x->evidence;
+  ops.push_back({"aten::linalg_matrix_exp", "", 1000});
+  const auto g = adviseFile(writeRun("fails", ops, steadySteps(2)));
+  ASSERT_NE(find(g, "not_native_ops"), nullptr);
+  EXPECT_EQ(find(g, "not_native_ops")->severity, Severity::kCritical);
+  EXPECT_EQ(g.front().rule, "not_native_ops") << "most severe first";
+}
+
+// New shapes in step after step fire (matmul: a new one in each of steps 1-5); new shapes in only
+// 3 steps (add) or many shapes repeated every step (per-parameter copies) do not.
+TEST(Advisor, OpsTakingNewInputShapesAfterTheFirstStep) {
+  std::vector<Op> ops;
+  for (int32_t step = 0; step < 6; ++step) {
+    for (int p = 0; p < 10; ++p) ops.push_back({"aten::copy_", "[[" + std::to_string(p + 1) + ", 3]]", 500, step});
+    ops.push_back({"aten::matmul", "[[" + std::to_string(8 + step) + ", 64], [64, 64]]", 1000, step});  // 5 new
+    ops.push_back({"aten::add", "[[" + std::to_string(8 + step % 4) + "], []]", 1000, step});          // 3 new
+  }
+  const auto f = adviseFile(writeRun("shapes", ops, steadySteps(6)));
+  const Finding* x = find(f, "dynamic_shapes");
+  ASSERT_NE(x, nullptr);
+  EXPECT_EQ(x->ops, std::vector<std::string>{"aten::matmul"}) << "add: 3 new shapes, under 4; copy_: none new";
+  EXPECT_NE(x->evidence.find("aten::matmul: new shapes in 5 steps (5 shapes)"), std::string::npos) << x->evidence;
+}
+
+TEST(Advisor, CastsAboveTheirShareOfOpTime) {
+  // Self time: casts 30 us of 100 us = 30 %, above 2 x 10 %: a warning.
+  const std::vector<Op> ops = {{"aten::mm", "", 70000}, {"aten::to", "", 20000}, {"aten::_to_copy", "", 10000}};
+  const auto f = adviseFile(writeRun("casts", ops, steadySteps(2)));
+  const Finding* x = find(f, "cast_overhead");
+  ASSERT_NE(x, nullptr);
+  EXPECT_EQ(x->severity, Severity::kWarning);
+  EXPECT_NE(x->title.find("30.0 %"), std::string::npos) << x->title;
+  AdvisorOptions o;
+  o.cast_share_min = 0.31;
+  EXPECT_EQ(find(adviseFile(writeRun("casts2", ops, steadySteps(2)), o), "cast_overhead"), nullptr);
+}
+
+TEST(Advisor, SkippedStepsAndTheirCost) {
+  // 10 steps of 1 ms; steps 2 and 5 skipped: 2 ms of 10 lost = 20 %.
+  std::vector<Step> steps = steadySteps(10);
+  steps[2].skipped = steps[5].skipped = true;
+  const auto f = adviseFile(writeRun("skipped", {{"aten::relu", "", 1000}}, steps));
+  const Finding* x = find(f, "skipped_steps");
+  ASSERT_NE(x, nullptr);
+  EXPECT_EQ(x->steps, (std::vector<int64_t>{2, 5}));
+  EXPECT_NE(x->title.find("2 of 10 steps"), std::string::npos) << x->title;
+  EXPECT_NE(x->title.find("20.0 %"), std::string::npos) << x->title;
+  EXPECT_EQ(x->severity, Severity::kWarning);
+}
+
+TEST(Advisor, LossScaleCollapseAndOscillation) {
+  std::vector<Step> collapse;
+  double s = 4.0;
+  for (int i = 0; i < 6; ++i, s /= 2) collapse.push_back({1000000, s, true});  // 4 .. 0.125
+  const Finding* x = find(adviseFile(writeRun("collapse", {{"aten::relu", "", 1000}}, collapse)), "loss_scale");
+  ASSERT_NE(x, nullptr);
+  EXPECT_EQ(x->severity, Severity::kCritical);
+  EXPECT_NE(x->title.find("collapsed to 0.125"), std::string::npos) << x->title;
+
+  std::vector<Step> osc;
+  for (int i = 0; i < 10; ++i) osc.push_back({1000000, i % 2 ? 32768.0 : 65536.0});  // 5 backoffs, 4 growths
+  const Finding* y = find(adviseFile(writeRun("oscillate", {{"aten::relu", "", 1000}}, osc)), "loss_scale");
+  ASSERT_NE(y, nullptr);
+  EXPECT_EQ(y->severity, Severity::kWarning);
+  EXPECT_NE(y->title.find("5 backoffs and 4 growths"), std::string::npos) << y->title;
+  EXPECT_EQ(y->steps.size(), 5u);
+}
+
+TEST(Advisor, MemoryNearTheDevicesCapacity) {
+  const int64_t gib = int64_t{1} << 30;
+  const Finding* x =
+      find(adviseFile(writeRun("memory", {{"aten::relu", "", 1000}}, steadySteps(2), 30 * gib)), "memory_capacity");
+  ASSERT_NE(x, nullptr);  // 30 of 32 GiB: 93.8 %
+  EXPECT_NE(x->title.find("93.8 %"), std::string::npos) << x->title;
+  EXPECT_EQ(x->severity, Severity::kWarning);
+  EXPECT_EQ(find(adviseFile(writeRun("memory2", {{"aten::relu", "", 1000}}, steadySteps(2), 28 * gib)),
+                 "memory_capacity"),
+            nullptr);  // 87.5 %
+}
+
+}  // namespace
+}  // namespace npuscope
