@@ -27,6 +27,7 @@
 
 #include "npuscope/gui/compare_view.h"
 #include "npuscope/gui/dumps_view.h"
+#include "npuscope/gui/findings_view.h"
 #include "npuscope/gui/gui.h"
 #include "npuscope/gui/models.h"
 #include "npuscope/gui/operators_view.h"
@@ -101,6 +102,17 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tabs_->addTab(dumps_, tr("Dumps"));
   tabs_->addTab(compare_, tr("Compare"));
   tabs_->addTab(perf_, tr("Performance"));
+  findings_ = new FindingsView(doc_, this);
+  tabs_->addTab(findings_, tr("Findings"));
+  connect(findings_, &FindingsView::opsActivated, this, [this](const QStringList& ops) {
+    tabs_->setCurrentWidget(timeline_);
+    timeline_->search(ops.front());
+    timeline_->nextMatch();
+  });
+  connect(findings_, &FindingsView::stepActivated, this, [this](qint64 step) {
+    tabs_->setCurrentWidget(timeline_);
+    timeline_->openStep(step);
+  });
   connect(perf_, &PerfCompareView::errorOccurred, this, &MainWindow::showError);
 
   // Message bar for errors.

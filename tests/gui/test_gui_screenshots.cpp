@@ -12,11 +12,13 @@
 #include <QTableView>
 #include <QSignalSpy>
 #include <QTest>
+#include <QTreeWidget>
 #include <QTextBrowser>
 
 #include "gui_test_support.h"
 #include "npuscope/gui/compare_view.h"
 #include "npuscope/gui/dumps_view.h"
+#include "npuscope/gui/findings_view.h"
 #include "npuscope/gui/main_window.h"
 #include "npuscope/gui/models.h"
 #include "npuscope/gui/operators_view.h"
@@ -191,6 +193,32 @@ TEST(Screenshots, StepBandsShowTheDeviceBusyShare) {
   EXPECT_NEAR(static_cast<double>(green) / (x1 - x0), share, 0.02) << "busy " << busy << " of " << st->dur_ns;
   v->fitAll();
   save(&w, "steps_device_share");
+}
+
+// The Findings tab on a run with overflow-skipped steps (the O1 fixture skips steps 3 and 8):
+// the advisor's finding names them, and activating it opens the first on the timeline.
+TEST(Screenshots, FindingsOfARunWithSkippedSteps) {
+  npuscope::testing::ensureApp();
+  const auto& f = npuscope::testing::twoRunFixture();
+  MainWindow w;
+  ASSERT_NO_FATAL_FAILURE(showFile(w, f.path));
+  w.selectRuns({f.o1.run_id});
+  w.tabs()->setCurrentWidget(w.findings());
+  const auto& findings = w.findings()->findings();
+  int skipped = -1;
+  for (size_t i = 0; i < findings.size(); ++i) {
+    if (findings[i].rule == "skipped_steps") skipped = static_cast<int>(i);
+  }
+  ASSERT_GE(skipped, 0);
+  EXPECT_EQ(findings[static_cast<size_t>(skipped)].steps, (std::vector<int64_t>{3, 8}));
+  EXPECT_EQ(w.findings()->tree()->topLevelItemCount(), static_cast<int>(findings.size()));
+  save(&w, "findings_01");
+  w.findings()->activate(skipped);
+  EXPECT_EQ(w.tabs()->currentWidget(), w.timeline());
+  const StepRow* s3 = w.document()->timeline()->stepByIndex(3);
+  ASSERT_NE(s3, nullptr);
+  EXPECT_LE(w.timeline()->view()->viewBegin(), s3->start_ns);
+  EXPECT_GE(w.timeline()->view()->viewEnd(), s3->start_ns + s3->dur_ns);
 }
 
 TEST(Screenshots, PartialRunOverviewAndWindow) {

@@ -1,5 +1,5 @@
 // The workbench window: the run list (with each run's config and results) docked on the left,
-// the views as tabs (Timeline, Operators, Training, Dumps, Compare, Performance), a message bar
+// the views as tabs (Timeline, Operators, Training, Dumps, Compare, Performance, Findings), a message bar
 // for errors, and File > Open / Open Trace Folder / Open Recent / Compare Performance With /
 // Record. Files open from the command line, the dialog, the recent list, or by dropping them on
 // the window; Kineto / torch_npu traces are converted first (TraceImport: progress, cancel,
@@ -20,6 +20,7 @@ namespace npuscope::gui {
 
 class CompareView;
 class DumpsView;
+class FindingsView;
 class OperatorsView;
 class PerfCompareView;
 class TraceImport;
@@ -54,6 +55,7 @@ class MainWindow : public QMainWindow {
   DumpsView* dumps() const { return dumps_; }
   CompareView* compare() const { return compare_; }
   PerfCompareView* perfCompare() const { return perf_; }
+  FindingsView* findings() const { return findings_; }
   TraceImport* importer() const { return importer_; }
   // What the last conversion imported (one line a run, then its notes).
   QString lastImportSummary() const { return last_import_summary_; }
@@ -91,6 +93,7 @@ class MainWindow : public QMainWindow {
   DumpsView* dumps_;
   CompareView* compare_;
   PerfCompareView* perf_;
+  FindingsView* findings_;
   TraceImport* importer_;
   QProgressDialog* import_progress_ = nullptr;
   QString last_import_summary_;
