@@ -241,6 +241,17 @@ void applyKinetoMetadata(const std::string& json, TraceModel& model) {
   model.setMetadata(nlohmann::json{{"source", kept}}.dump());
 }
 
+// A CSV header's columns by name; one line naming the file and the first needed column missing.
+StatusOr<std::map<std::string, size_t>> csvColumns(const std::string& file, const std::vector<std::string>& header,
+                                                   std::initializer_list<const char*> needed) {
+  std::map<std::string, size_t> col;
+  for (size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
+  for (const char* need : needed) {
+    if (!col.count(need)) return invalidArgument(file + ": line 1: no column '" + need + "'");
+  }
+  return col;
+}
+
 // torch_npu's memory_record.csv: the PyTorch allocator's rows (Component PTA), in bytes.
 Status readAscendMemory(const std::string& file, TraceModel& model, int32_t* device) {
   ASSIGN_OR_RETURN(std::string text, readText(file));
@@ -248,11 +259,8 @@ Status readAscendMemory(const std::string& file, TraceModel& model, int32_t* dev
   int64_t line = 0;
   auto header = csv.next(&line);
   if (!header) return Status::ok();
-  std::map<std::string, size_t> col;
-  for (size_t i = 0; i < header->size(); ++i) col[(*header)[i]] = i;
-  for (const char* need : {"Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)", "Device Type"}) {
-    if (!col.count(need)) return invalidArgument(file + ": line 1: no column '" + need + "'");
-  }
+  ASSIGN_OR_RETURN(auto col, csvColumns(file, *header,
+                                        {"Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)", "Device Type"}));
   const size_t c_comp = col["Component"], c_ts = col["Timestamp(us)"], c_alloc = col["Total Allocated(MB)"],
                c_res = col["Total Reserved(MB)"], c_dev = col["Device Type"];
   const size_t need = std::max({c_comp, c_ts, c_alloc, c_res, c_dev}) + 1;
@@ -289,11 +297,7 @@ Status readKernelDetails(const std::string& file, TraceModel& model) {
   int64_t line = 0;
   auto header = csv.next(&line);
   if (!header) return Status::ok();
-  std::map<std::string, size_t> col;
-  for (size_t i = 0; i < header->size(); ++i) col[(*header)[i]] = i;
-  for (const char* need : {"Name", "Type", "Start Time(us)"}) {
-    if (!col.count(need)) return invalidArgument(file + ": line 1: no column '" + need + "'");
-  }
+  ASSIGN_OR_RETURN(auto col, csvColumns(file, *header, {"Name", "Type", "Start Time(us)"}));
   auto optional = [&](const char* name) { return col.count(name) ? col[name] : SIZE_MAX; };
   const size_t c_name = col["Name"], c_type = col["Type"], c_start = col["Start Time(us)"],
                c_core = optional("Accelerator Core"), c_shapes = optional("Input Shapes");
