@@ -79,7 +79,7 @@ std::string whyNotWritable(const std::string& path) {
 }
 }  // namespace
 
-StatusOr<ScopedDb> openTraceDatabase(const std::string& path, OpenMode mode) {
+StatusOr<ScopedDb> openTraceDatabase(const std::string& path, OpenMode mode, const char* vfs) {
   const bool read_only = mode == OpenMode::kReadOnly;
   long long size = 0;
   const bool exists = fileSize(path, &size);
@@ -100,7 +100,7 @@ StatusOr<ScopedDb> openTraceDatabase(const std::string& path, OpenMode mode) {
 
   sqlite3* raw = nullptr;
   const int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  const int rc = sqlite3_open_v2(path.c_str(), &raw, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  const int rc = sqlite3_open_v2(path.c_str(), &raw, flags | SQLITE_OPEN_NOMUTEX, vfs);
   ScopedDb db(raw);
   if (rc != SQLITE_OK) {
     const std::string why = read_only ? "" : whyNotWritable(path);

@@ -13,6 +13,7 @@
 
 #include "npuscope/core/clock.h"
 #include "npuscope/core/database.h"
+#include "npuscope/core/disk_faults.h"
 #include "npuscope/core/format.h"
 #include "npuscope/core/string_table.h"
 
@@ -135,18 +136,22 @@ Status endOrphanedRuns(sqlite3* db) {
 }  // namespace
 
 StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::open(const std::string& path, Options options) {
-  ASSIGN_OR_RETURN(ScopedDb db, openTraceDatabase(path, OpenMode::kReadWrite));
+  // Injected full disks (tests): both connections open the file through the faults' VFS.
+  ASSIGN_OR_RETURN(DiskFaults* faults, DiskFaults::fromEnvironment());
+  const char* vfs = faults != nullptr ? faults->sqliteVfs() : nullptr;
+  ASSIGN_OR_RETURN(ScopedDb db, openTraceDatabase(path, OpenMode::kReadWrite, vfs));
   RETURN_IF_ERROR(endOrphanedRuns(db.get()));
   // The indexes of a long run outgrow SQLite's default 2 MB page cache; 64 MB keeps their hot
   // right-hand pages in memory.
   RETURN_IF_ERROR(execSql(db.get(), "PRAGMA cache_size=-" + std::to_string(options.page_cache_kib)));
   std::unique_ptr<TraceWriter> w(new TraceWriter(std::move(db), options));
+  w->faults_ = faults;
   RETURN_IF_ERROR(w->prepareStatements());
   // A second connection for checkpoints; without one (it cannot open, or the file is not in WAL
   // mode), SQLite's own checkpoints in the writer's commits remain.
   const char* file = sqlite3_db_filename(w->db_.get(), "main");
   sqlite3* cdb = nullptr;
-  const bool opened = file && *file && sqlite3_open_v2(file, &cdb, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK;
+  const bool opened = file && *file && sqlite3_open_v2(file, &cdb, SQLITE_OPEN_READWRITE, vfs) == SQLITE_OK;
   ScopedDb checkpoint_db(cdb);
   // Reading the journal mode also makes the new connection find the WAL it is to checkpoint.
   bool wal = false;
@@ -621,6 +626,7 @@ Status TraceWriter::write(Item& item) {
     bindOptionalInt(st, 14, b->info.world_size, -1);
     RETURN_IF_ERROR(stepStatement(db, st));
     run_id_.store(sqlite3_last_insert_rowid(db));
+    importing_ = b->info.command == "import";
     // Producers number ops from 1 in every process; a run added to a file that already holds
     // ops continues after them, so op ids (and parents) stay unique across the file's runs.
     ASSIGN_OR_RETURN(id_offset_, queryInt(db, "SELECT coalesce(max(id), 0) FROM op_events"));
@@ -748,12 +754,21 @@ Status TraceWriter::abandonAfterError(const Status& error) {
   std::error_code ec;
   const std::filesystem::path dir = std::filesystem::absolute(path()).parent_path();
   const auto space = std::filesystem::space(dir, ec);
-  std::string message = path() + ": the filesystem of " + dir.string() + " is full" +
-                        (ec ? std::string() : " (" + formatBytes(space.available) + " free)");
-  message += committed_step_ >= 0
-                 ? "; recording stopped after step " + std::to_string(committed_step_) +
-                       ": what came later (ops, steps, dumps) is not in the file"
-                 : "; recording stopped before the first step was committed";
+  std::string message = path() + ": the filesystem of " + dir.string() + " is full";
+  if (faults_ != nullptr && (faults_->governs(DiskFaults::kTraceDb) || faults_->governs(DiskFaults::kTraceWal))) {
+    message += " (injected: " + faults_->describe() + ")";  // the real disk may have room
+  } else if (!ec) {
+    message += " (" + formatBytes(space.available) + " free)";
+  }
+  if (importing_) {  // an importer writes a run it read whole: any of it may be missing
+    message += "; the import stopped: run " + std::to_string(run_id_.load()) +
+               " holds part of the trace at most and is marked failed";
+  } else {
+    message += committed_step_ >= 0
+                   ? "; recording stopped after step " + std::to_string(committed_step_) +
+                         ": what came later (ops, steps, dumps) is not in the file"
+                   : "; recording stopped before the first step was committed";
+  }
   failure_ = message;
   markRunFailed();
   return Status(error.code(), message);

@@ -13,6 +13,7 @@
 #include <google/protobuf/stubs/logging.h>
 
 #include "dump_data.pb.h"
+#include "npuscope/core/disk_faults.h"
 
 namespace npuscope::dumper {
 namespace {
@@ -114,13 +115,24 @@ Status writeDumpFile(const std::string& path, const std::string& op_name, uint64
     for (const auto& t : *list)
       if (t.size) parts.push_back({const_cast<uint8_t*>(t.data), t.size});
 
-  auto fail = [&](const char* what) { return ioError(path + ": " + what + ": " + std::strerror(errno)); };
+  // Injected full disks (NPUSCOPE_FAULT_DISK_BYTES, tests): nullptr unless asked for.
+  ASSIGN_OR_RETURN(DiskFaults* faults, DiskFaults::fromEnvironment());
   ScopedFd f(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (f.fd < 0) return fail("cannot create the dump file");
+  if (f.fd < 0) return ioError(path + ": cannot create the dump file: " + std::strerror(errno));
+  uint64_t written = 0;
+  // A file that could not be written whole is removed: a cut-off dump file must not pass for one
+  // (and a full disk gets its bytes back).
+  auto fail = [&](const char* what) {
+    const int err = errno;
+    ::unlink(path.c_str());
+    if (faults != nullptr) faults->giveBack(DiskFaults::kDumpFiles, written);
+    return ioError(path + ": " + what + ": " + std::strerror(err) + " (the partial file was removed)");
+  };
   size_t first = 0;
   while (first < parts.size()) {
     const int count = static_cast<int>(std::min<size_t>(parts.size() - first, IOV_MAX));
-    const ssize_t n = ::writev(f.fd, parts.data() + first, count);
+    const ssize_t n = faults != nullptr ? faults->writev(DiskFaults::kDumpFiles, f.fd, parts.data() + first, count)
+                                        : ::writev(f.fd, parts.data() + first, count);
     if (n < 0) {
       if (errno == EINTR) continue;
       return fail("writing the dump file");
@@ -129,6 +141,7 @@ Status writeDumpFile(const std::string& path, const std::string& op_name, uint64
       errno = EIO;
       return fail("writing the dump file");
     }
+    written += static_cast<uint64_t>(n);
     // Skip what was written; a short write resumes inside the part it stopped in.
     size_t done = static_cast<size_t>(n);
     while (first < parts.size() && done >= parts[first].iov_len) done -= parts[first++].iov_len;

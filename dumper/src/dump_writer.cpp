@@ -167,8 +167,13 @@ void DumpWriter::run() {
           c.stats_pending = false;
         }
       }
-      Status s = checkRoom(op);
-      if (s.isOk()) s = write(op);
+      Status s = checkRoom(op);  // its message names the op and step
+      if (s.isOk()) {
+        s = write(op);
+        if (!s.isOk()) {
+          s = Status(s.code(), "dumping " + op.op_name + " of step " + std::to_string(op.step) + ": " + s.message());
+        }
+      }
       ok = s.isOk();
       if (ok) {
         rows = rowsOf(op);

@@ -1,8 +1,10 @@
 // Faults lose nothing already recorded. A full disk, on a real small filesystem (a tmpfs mounted
 // for the test; skipped where the machine does not allow mounting): dumps stop before the disk
 // fills and the run completes; a trace file that cannot grow keeps what it committed with its
-// run marked failed and one clear line. A read-only filesystem is refused before training.
-// Ctrl-C and SIGTERM end the run failed, promptly, with what was recorded.
+// run marked failed and one clear line. The same full disks injected at the write layer
+// (NPUSCOPE_FAULT_DISK_BYTES; no mount needed, so these always run): dump files, the trace
+// file, its WAL at checkpoint, and an import. A read-only filesystem is refused before
+// training. Ctrl-C and SIGTERM end the run failed, promptly, with what was recorded.
 #include <signal.h>
 #include <sys/mount.h>
 
@@ -11,8 +13,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 
 #include "cli/cli_run.h"
+#include "npuscope/dumper/dump_file.h"
 
 namespace {
 
@@ -83,6 +87,198 @@ TEST(CliDiskFull, ATraceFileThatCannotGrowKeepsItsStepsAndEndsFailed) {
   EXPECT_NE(why.find("after step " + std::to_string(steps - 1) + ":"), std::string::npos) << why;
   EXPECT_GT(sqlInt(db, "SELECT count(*) FROM ops WHERE step = " + std::to_string(steps - 1)), 0);
   EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
+}
+
+// --- Full disks injected at the write layer (NPUSCOPE_FAULT_DISK_BYTES=BYTES[:FILES]) ---
+
+// Bytes of the files in `dir` and below, and how many there are.
+std::pair<uint64_t, int64_t> filesUnder(const std::string& dir) {
+  uint64_t bytes = 0;
+  int64_t files = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec)) {
+    if (!e.is_regular_file()) continue;
+    bytes += e.file_size();
+    ++files;
+  }
+  return {bytes, files};
+}
+
+uint64_t sizeOr0(const std::string& path) {
+  std::error_code ec;
+  const auto n = std::filesystem::file_size(path, ec);
+  return ec ? 0 : n;
+}
+
+// Dump files fill a 16 MiB disk in step 2 of 6 (the MLP dumps ~7 MiB of files per step): one
+// warning names the file, the op and step and what was dumped; the file that did not fit is not
+// left behind; the trace file, which has room, records every step and the run completes.
+TEST(CliInjectedDiskFull, DumpFilesFillDumpingStopsAndTheRunCompletes) {
+  const std::string dir = scratchPath("injected_dumps"), db = scratchPath("injected_dumps.db");
+  const std::string acl = scratchPath("injected_acl.json");
+  std::ofstream(acl) << R"({"dump":{"dump_mode":"all","dump_data":"tensor","dump_path":")" << dir << R"("}})";
+  const CliRun r = run("train --dataset synthetic --model mlp --steps 6 --dump-config " + acl + " --dump-force --db " + db,
+                       true, "NPUSCOPE_FAULT_DISK_BYTES=16M:dump");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_EQ(countLines(r.out, "dump stopped: "), 1) << r.out;
+  std::smatch m;
+  const std::regex line(R"(npuscope: dump stopped: dumping (\S+) of step (\d+): ()" + dir +
+                        R"(/\S+): writing the dump file: No space left on device \(the partial file was removed\); )"
+                        R"((\d+) tensors \(.*\) of (\d+) ops were dumped before \(training goes on\))");
+  ASSERT_TRUE(std::regex_search(r.out, m, line)) << r.out;
+  const int64_t step = std::stoll(m[2]);
+  EXPECT_FALSE(std::filesystem::exists(m[3].str())) << "the file that did not fit is removed";
+  // What the line says was dumped is what the trace file and the dump directory hold.
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM tensor_dumps"), std::stoll(m[4])) << r.out;
+  EXPECT_EQ(sqlInt(db, "SELECT count(DISTINCT op_id) FROM tensor_dumps"), std::stoll(m[5]));
+  EXPECT_GE(step, 1) << "the first steps fitted";
+  EXPECT_EQ(sqlInt(db, "SELECT max(step) FROM tensor_dumps"), step);
+  const auto [bytes, files] = filesUnder(dir);
+  EXPECT_EQ(files, std::stoll(m[5])) << "one file per dumped op";
+  EXPECT_LE(bytes, uint64_t{16} << 20);
+  EXPECT_GT(bytes, uint64_t{12} << 20) << "the disk was nearly full when dumping stopped";
+  // Every file left is whole: its header and payloads add up to its size.
+  std::error_code ec;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec)) {
+    if (!e.is_regular_file()) continue;
+    auto decoded = npuscope::dumper::readDumpFile(e.path().string());
+    EXPECT_TRUE(decoded.isOk()) << decoded.status().message();
+  }
+  // Recording went on to the end.
+  EXPECT_EQ(sqlText(db, "SELECT status FROM runs"), "completed");
+  EXPECT_NE(sqlText(db, "SELECT json_extract(results_json, '$.dump_error') FROM runs").find("No space left on device"),
+            std::string::npos);
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM steps"), 6);
+  EXPECT_GT(sqlInt(db, "SELECT count(*) FROM ops WHERE step = 5"), 0);
+  EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
+}
+
+// The trace file and its WAL share 6 MiB: the run stops recording when they are full, keeps
+// every step committed before with its ops, ends failed with the reason, and the CLI prints one
+// line naming the file and what was lost and exits 1.
+TEST(CliInjectedDiskFull, ATraceFileThatCannotGrowKeepsItsStepsAndEndsFailed) {
+  const std::string db = std::filesystem::path(scratchPath("injected_full.db")).lexically_normal().string();
+  const CliRun r = run("train --model mlp --steps 900 --db " + db, true, "NPUSCOPE_FAULT_DISK_BYTES=6M");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(countLines(r.out, "npuscope: error: "), 1) << r.out;
+  std::smatch m;
+  const std::regex line("npuscope: error: " + db + R"(: the filesystem of \S+ is full \(injected: )"
+                        R"(NPUSCOPE_FAULT_DISK_BYTES=6M\); recording stopped after step (\d+): what came later )"
+                        R"(\(ops, steps, dumps\) is not in the file\n)");
+  ASSERT_TRUE(std::regex_search(r.out, m, line)) << r.out;
+  const int64_t last = std::stoll(m[1]);
+  EXPECT_EQ(sqlText(db, "SELECT status FROM runs"), "failed");
+  const std::string why = sqlText(db, "SELECT json_extract(results_json, '$.error') FROM runs");
+  EXPECT_NE(r.out.find(why), std::string::npos) << "the file says what the line says: " << why;
+  EXPECT_NE(sqlInt(db, "SELECT ended_ns FROM runs"), -1);
+  // Every step up to the one named is there, each with its ops; none after it.
+  EXPECT_GT(last, 10);
+  EXPECT_LT(last, 899);
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM steps"), last + 1);
+  EXPECT_EQ(sqlInt(db, "SELECT max(step) FROM steps"), last);
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM steps s WHERE NOT EXISTS (SELECT 1 FROM ops o WHERE o.step = s.step)"), 0);
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM ops WHERE step > " + std::to_string(last)), 0);
+  EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
+  EXPECT_LE(sizeOr0(db) + sizeOr0(db + "-wal"), uint64_t{6} << 20) << "the injected disk held no more";
+}
+
+// The WAL has room, the database file none (NPUSCOPE_FAULT_DISK_BYTES=1M:db): every commit
+// succeeds, every checkpoint that would copy the WAL into the file fails. Nothing is lost: the
+// run completes with all its steps and ops, in the WAL beside the file, and the next writer with
+// room merges them into the file.
+TEST(CliInjectedDiskFull, AWalThatCannotBeCheckpointedLosesNothing) {
+  const std::string db = scratchPath("injected_wal.db");
+  const CliRun r = run("train --model mlp --epochs 2 --steps 1500 --db " + db, true, "NPUSCOPE_FAULT_DISK_BYTES=1M:db");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.find("npuscope: error"), std::string::npos) << r.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(recorded +run 1 in \S+ \((\d+) ops\))"))) << r.out;
+  const int64_t ops = std::stoll(m[1]);
+  // The checkpoints failed: the file stayed within its megabyte, the WAL holds the run.
+  EXPECT_LE(sizeOr0(db), uint64_t{1} << 20);
+  EXPECT_GT(sizeOr0(db + "-wal"), uint64_t{8} << 20);
+  EXPECT_EQ(sqlText(db, "SELECT status FROM runs"), "completed");
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM steps"), 1500);
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM ops"), ops);
+  EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
+
+  // The next writer, with room, checkpoints everything into the file and removes the WAL.
+  const CliRun again = run("train --dataset synthetic --model mlp --steps 2 --db " + db);
+  ASSERT_EQ(again.exit_code, 0) << again.out;
+  EXPECT_EQ(sizeOr0(db + "-wal"), 0u);
+  EXPECT_GT(sizeOr0(db), uint64_t{8} << 20);
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM steps WHERE run_id = 1"), 1500);
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM ops WHERE run_id = 1"), ops);
+  EXPECT_EQ(sqlText(db, "SELECT group_concat(status) FROM runs"), "completed,completed");
+  EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
+}
+
+// `npuscope import` onto a full disk: into a file that holds a run, and into new files (one too
+// small for even the schema). One line, exit 1; the run it began ends failed with the reason
+// (nothing half-written passes for a complete run) and the run already there is untouched.
+// With room again the same import works.
+TEST(CliInjectedDiskFull, ImportOntoAFullDiskLeavesNoCompleteLookingRun) {
+  const std::string trace = std::string(NPUSCOPE_TRACES) + "/ascend_alexnet_rank0_ascend_pt";
+  auto path = [](const std::string& name) {
+    return std::filesystem::path(scratchPath(name)).lexically_normal().string();
+  };
+  const std::string db = path("injected_import.db");
+  ASSERT_EQ(run("import -q '" + trace + "' --db " + db).exit_code, 0);
+  const int64_t ops = sqlInt(db, "SELECT count(*) FROM op_events WHERE run_id = 1");
+  const int64_t tasks = sqlInt(db, "SELECT count(*) FROM device_tasks WHERE run_id = 1");
+  ASSERT_GT(ops, 1000);
+
+  struct Case {
+    std::string into, bytes;
+    int64_t run;  // the run the import began; 0: the schema did not fit, no run at all
+  };
+  for (const Case& c : {Case{db, "64K", 2}, Case{path("injected_import_new.db"), "512K", 1},
+                        Case{path("injected_import_tiny.db"), "64K", 0}}) {
+    SCOPED_TRACE(c.into + " with " + c.bytes);
+    const CliRun r = run("import -q '" + trace + "' --db " + c.into, true, "NPUSCOPE_FAULT_DISK_BYTES=" + c.bytes);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_EQ(countLines(r.out, "\n"), 1) << r.out;
+    EXPECT_EQ(r.out.rfind("npuscope: error: " + c.into + ": ", 0), 0u) << r.out;
+    EXPECT_EQ(r.out.find("imported "), std::string::npos) << r.out;
+    EXPECT_EQ(sqlText(c.into, "PRAGMA integrity_check"), "ok");
+    if (c.run == 0) {
+      EXPECT_NE(r.out.find(": migrating to schema version 1 failed: database or disk is full"), std::string::npos)
+          << r.out;
+      EXPECT_EQ(sqlInt(c.into, "SELECT count(*) FROM sqlite_master"), 0) << "no schema, so no run";
+      continue;
+    }
+    const std::string run_id = std::to_string(c.run);
+    EXPECT_NE(r.out.find(": the filesystem of "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" is full (injected: NPUSCOPE_FAULT_DISK_BYTES=" + c.bytes + "); the import stopped: run " +
+                         run_id + " holds part of the trace at most and is marked failed\n"),
+              std::string::npos)
+        << r.out;
+    EXPECT_EQ(sqlInt(c.into, "SELECT count(*) FROM runs WHERE status = 'completed' AND id >= " + run_id), 0);
+    EXPECT_EQ(sqlText(c.into, "SELECT status FROM runs WHERE id = " + run_id), "failed");
+    const std::string why = sqlText(c.into, "SELECT json_extract(results_json, '$.error') FROM runs WHERE id = " + run_id);
+    EXPECT_NE(r.out.find(why), std::string::npos) << "the file says what the line says: " << why;
+    EXPECT_LT(sqlInt(c.into, "SELECT count(*) FROM op_events WHERE run_id = " + run_id), ops);
+  }
+  EXPECT_EQ(sqlText(db, "SELECT status FROM runs WHERE id = 1"), "completed");
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM op_events WHERE run_id = 1"), ops);
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM device_tasks WHERE run_id = 1"), tasks);
+
+  const CliRun r = run("import -q '" + trace + "' --db " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(sqlText(db, "SELECT status FROM runs WHERE id = 3"), "completed");
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM op_events WHERE run_id = 3"), ops);
+  EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
+}
+
+// A malformed value is one clear line before anything runs.
+TEST(CliInjectedDiskFull, AMalformedSettingIsRefused) {
+  const std::string db = scratchPath("injected_bad.db");
+  const CliRun r = run("train --dataset synthetic --model mlp --steps 3 --db " + db, true,
+                       "NPUSCOPE_FAULT_DISK_BYTES=lots");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("npuscope: error: NPUSCOPE_FAULT_DISK_BYTES=lots: expected BYTES[:FILES]"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("step 1/"), std::string::npos) << r.out;
 }
 
 TEST(CliFaults, AReadOnlyFilesystemIsRefusedBeforeTraining) {

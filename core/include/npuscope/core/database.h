@@ -17,8 +17,9 @@ enum class OpenMode {
   kReadOnly,   // must exist and be at a version this build knows; never written
 };
 
-// Opens `path`. Errors name the file and say what was expected.
-StatusOr<ScopedDb> openTraceDatabase(const std::string& path, OpenMode mode);
+// Opens `path`. Errors name the file and say what was expected. `vfs`: the SQLite VFS to open it
+// on (nullptr: the default; TraceWriter passes DiskFaults' when faults are injected).
+StatusOr<ScopedDb> openTraceDatabase(const std::string& path, OpenMode mode, const char* vfs = nullptr);
 
 // Runs `sql` (one or more statements) with no results; errors carry SQLite's message.
 Status execSql(sqlite3* db, const std::string& sql);

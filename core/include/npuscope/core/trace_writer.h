@@ -23,6 +23,8 @@
 
 namespace npuscope {
 
+class DiskFaults;
+
 // How `tensor_dumps.data` stores a raw tensor payload (docs/schema.md): true with the zstd frame
 // in `frame` when that saves space; false when the raw bytes are stored as they are.
 // Thread-safe; callers that produce many payloads encode them on their own threads and mark the
@@ -41,7 +43,9 @@ class TraceWriter {
     int64_t page_cache_kib = 65536;
   };
 
-  // Opens (creating or migrating) `path` and starts the writer thread.
+  // Opens (creating or migrating) `path` and starts the writer thread. With
+  // NPUSCOPE_FAULT_DISK_BYTES set, the file is opened through DiskFaults' VFS (an injected full
+  // disk, for tests; npuscope/core/disk_faults.h); a malformed value is refused here.
   static StatusOr<std::unique_ptr<TraceWriter>> open(const std::string& path, Options options);
   static StatusOr<std::unique_ptr<TraceWriter>> open(const std::string& path) { return open(path, Options()); }
   ~TraceWriter();  // writes everything queued, commits, stops the thread
@@ -127,6 +131,7 @@ class TraceWriter {
 
   ScopedDb db_;
   Options options_;
+  DiskFaults* faults_ = nullptr;  // injected full disks (NPUSCOPE_FAULT_DISK_BYTES), if any
   static constexpr size_t kOpsPerInsert = 32;  // rows per multi-row INSERT of ops
   static constexpr size_t kMemoryPerInsert = 32;  // and of memory samples
   static constexpr size_t kTasksPerInsert = 32;   // and of device tasks
@@ -140,6 +145,7 @@ class TraceWriter {
   std::string failure_;
   bool failure_marked_ = false;
   int64_t txn_step_ = -1, committed_step_ = -1;
+  bool importing_ = false;  // the run is an import (RunInfo::command "import")
 
   mutable std::mutex mu_;
   std::condition_variable cv_, done_cv_;

@@ -30,7 +30,8 @@ std::string dumpFileName(const std::string& op_type, const std::string& op_name,
                          uint32_t stream_id, uint64_t timestamp_us);
 
 // Writes one dump file in one gathered write (no copy of the payloads). kIoError names the path
-// and the system's reason (e.g. disk full).
+// and the system's reason (e.g. disk full); a file that could not be written whole is removed.
+// Honours injected full disks (NPUSCOPE_FAULT_DISK_BYTES, npuscope/core/disk_faults.h).
 Status writeDumpFile(const std::string& path, const std::string& op_name, uint64_t dump_time_us,
                      const std::vector<DumpFileTensor>& inputs, const std::vector<DumpFileTensor>& outputs);
 
