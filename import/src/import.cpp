@@ -1,4 +1,5 @@
 #include "npuscope/import/import.h"
+#include "json_text.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -238,7 +239,7 @@ void applyKinetoMetadata(const std::string& json, TraceModel& model) {
   if (auto b = meta.find("baseTimeNanoseconds"); b != meta.end() && b->is_number_integer()) {
     model.setTimeBase(b->get<int64_t>());
   }
-  model.setMetadata(nlohmann::json{{"source", kept}}.dump());
+  model.setMetadata(jsonText(nlohmann::json{{"source", kept}}));
 }
 
 // A CSV header's columns by name; one line naming the file and the first needed column missing.
@@ -361,7 +362,7 @@ Status readAscendDb(const std::string& file, TraceModel& model, nlohmann::json m
   if (auto m = meta.find("profiler_metadata"); world < 0 && m != meta.end()) world = worldSizeOf(*m);
   model.setRank(rank, world);
   model.setDefaultDevice(std::max(0, run.device));
-  model.setMetadata(nlohmann::json{{"source", meta}}.dump());
+  model.setMetadata(jsonText(nlohmann::json{{"source", meta}}));
   return Status::ok();
 }
 
@@ -400,7 +401,7 @@ Status readAscend(const std::string& path, TraceModel& model, JsonEventStream& s
   }
   const std::string kernels = join(f.output, "kernel_details.csv");
   if (isFile(kernels)) RETURN_IF_ERROR(readKernelDetails(kernels, model));
-  model.setMetadata(nlohmann::json{{"source", meta}}.dump());
+  model.setMetadata(jsonText(nlohmann::json{{"source", meta}}));
   return readChrome(trace, model, stream, progress);
 }
 
@@ -452,7 +453,7 @@ StatusOr<Summary> importPath(const std::string& path, const std::string& db, con
     run.events = stream.events();
     const Status s = model.write(*writer, &run);
     if (!s.isOk()) {
-      if (run.run_id >= 0) (void)writer->endRun("failed", nlohmann::json{{"error", s.message()}}.dump());
+      if (run.run_id >= 0) (void)writer->endRun("failed", jsonText(nlohmann::json{{"error", s.message()}}));
       return s;
     }
     summary.runs.push_back(std::move(run));

@@ -1,4 +1,5 @@
 #include "torch_npu_db.h"
+#include "json_text.h"
 
 #include <sys/stat.h>
 
@@ -475,7 +476,7 @@ Status Reader::readRunInfo(TorchNpuDbRun* run) {
     }
   }
   if (run->device < 0) run->device = task_device_;
-  run->metadata = meta.dump();
+  run->metadata = jsonText(meta);
   return Status::ok();
 }
 

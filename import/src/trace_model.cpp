@@ -1,4 +1,5 @@
 #include "trace_model.h"
+#include "json_text.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -694,7 +695,7 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
   for (auto& [what, n] : skipped_) results["skipped"][what] = n;
   RETURN_IF_ERROR(writer.flush());
   tracePhase("written");
-  return writer.endRun("completed", results.dump(), last);
+  return writer.endRun("completed", jsonText(results), last);
 }
 
 }  // namespace npuscope::import
