@@ -179,14 +179,16 @@ TEST(Advisor, LossScaleCollapseAndOscillation) {
   std::vector<Step> collapse;
   double s = 4.0;
   for (int i = 0; i < 6; ++i, s /= 2) collapse.push_back({1000000, s, true});  // 4 .. 0.125
-  const Finding* x = find(adviseFile(writeRun("collapse", {{"aten::relu", "", 1000}}, collapse)), "loss_scale");
+  const auto fc = adviseFile(writeRun("collapse", {{"aten::relu", "", 1000}}, collapse));
+  const Finding* x = find(fc, "loss_scale");
   ASSERT_NE(x, nullptr);
   EXPECT_EQ(x->severity, Severity::kCritical);
   EXPECT_NE(x->title.find("collapsed to 0.125"), std::string::npos) << x->title;
 
   std::vector<Step> osc;
   for (int i = 0; i < 10; ++i) osc.push_back({1000000, i % 2 ? 32768.0 : 65536.0});  // 5 backoffs, 4 growths
-  const Finding* y = find(adviseFile(writeRun("oscillate", {{"aten::relu", "", 1000}}, osc)), "loss_scale");
+  const auto fo = adviseFile(writeRun("oscillate", {{"aten::relu", "", 1000}}, osc));
+  const Finding* y = find(fo, "loss_scale");
   ASSERT_NE(y, nullptr);
   EXPECT_EQ(y->severity, Severity::kWarning);
   EXPECT_NE(y->title.find("5 backoffs and 4 growths"), std::string::npos) << y->title;
@@ -195,8 +197,8 @@ TEST(Advisor, LossScaleCollapseAndOscillation) {
 
 TEST(Advisor, MemoryNearTheDevicesCapacity) {
   const int64_t gib = int64_t{1} << 30;
-  const Finding* x =
-      find(adviseFile(writeRun("memory", {{"aten::relu", "", 1000}}, steadySteps(2), 30 * gib)), "memory_capacity");
+  const auto fm = adviseFile(writeRun("memory", {{"aten::relu", "", 1000}}, steadySteps(2), 30 * gib));
+  const Finding* x = find(fm, "memory_capacity");
   ASSERT_NE(x, nullptr);  // 30 of 32 GiB: 93.8 %
   EXPECT_NE(x->title.find("93.8 %"), std::string::npos) << x->title;
   EXPECT_EQ(x->severity, Severity::kWarning);
