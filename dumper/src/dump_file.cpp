@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -159,6 +160,14 @@ Status writeDumpFile(const std::string& path, const std::string& op_name, uint64
   f.fd = -1;
   if (::close(fd) != 0) return fail("closing the dump file");  // some filesystems report a full disk only here
   return Status::ok();
+}
+
+void removeDumpFile(const std::string& path) {
+  struct stat st {};
+  const bool sized = ::stat(path.c_str(), &st) == 0;
+  if (::unlink(path.c_str()) != 0 || !sized) return;
+  auto faults = DiskFaults::fromEnvironment();
+  if (faults.isOk() && *faults != nullptr) (*faults)->giveBack(DiskFaults::kDumpFiles, static_cast<uint64_t>(st.st_size));
 }
 
 StatusOr<DecodedDumpFile> readDumpFile(const std::string& path) {

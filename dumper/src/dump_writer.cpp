@@ -159,6 +159,7 @@ void DumpWriter::run() {
     const size_t bytes = payloadOf(op);
     bool ok = false;
     std::vector<TensorDumpRecord> rows;
+    Status error;
     if (!failed()) {
       for (auto* list : {&op.inputs, &op.outputs}) {
         for (auto& c : *list) {
@@ -178,16 +179,14 @@ void DumpWriter::run() {
       if (ok) {
         rows = rowsOf(op);
       } else {
-        // Keep the earliest failed op; the thread that records the first failure reports it.
+        // Keep the earliest failed op (in push order); it is reported at its turn (handReady).
         uint64_t first = failed_seq_.load();
         while (q.seq < first && !failed_seq_.compare_exchange_weak(first, q.seq)) {
         }
-        if (first == kNoFailure && options_.on_error) {
-          options_.on_error(s);  // this op and everything pushed after it are dropped
-        }
+        error = s;
       }
     }
-    Done done{std::move(op), std::move(rows), ok, bytes};
+    Done done{std::move(op), std::move(rows), ok, bytes, std::move(error)};
     {
       std::lock_guard<std::mutex> lock(turn_mu_);
       ready_.emplace(q.seq, std::move(done));
@@ -219,6 +218,14 @@ void DumpWriter::handReady() {
     if (d.ok && seq < failed_seq_.load()) {
       if (options_.on_written) options_.on_written(d.op);
       if (options_.rows) options_.rows->addTensorDumps(std::move(d.rows));
+    } else if (!d.ok && seq == failed_seq_.load() && options_.on_error) {
+      // The first failure in push order, reported once everything pushed before it is handed
+      // over: what on_written counted is what was dumped. It and every later op are dropped.
+      options_.on_error(d.error);
+    } else if (d.ok && !d.op.dir.empty()) {
+      // Written while an earlier op failed: dropped like its rows, so the dump directory holds
+      // what the trace file and the counts say (and a full disk gets the room back).
+      removeDumpFile(d.op.dir + "/" + d.op.file);
     }
     {
       std::lock_guard<std::mutex> lock(mu_);

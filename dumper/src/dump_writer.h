@@ -95,7 +95,9 @@ class DumpWriter {
     size_t max_queued_bytes = size_t{64} << 20;     // push() waits beyond this much payload
     int threads = 0;                                // 0: one per core, at most kMaxThreads
     PayloadPool* pool = nullptr;  // raw payloads go back here once stored compressed
-    std::function<void(const Status&)> on_error;    // the first write error, on a writer thread
+    // The first write error in push order, on a writer thread, once every op pushed before the
+    // failed one has been handed over (on_written has seen all that was dumped).
+    std::function<void(const Status&)> on_error;
     std::function<void(const DumpedOp&)> on_written;  // each op written (file, rows), in push order
     // The trace file's path ("" : no rows) and whether to keep diskReserve() free on the
     // filesystems written to: an op that would eat into it fails like a write error.
@@ -128,6 +130,7 @@ class DumpWriter {
     std::vector<TensorDumpRecord> rows;
     bool ok = false;
     size_t bytes = 0;
+    Status error;  // why it failed (not ok, and not merely dropped after an earlier failure)
   };
   void run();
   void handReady();

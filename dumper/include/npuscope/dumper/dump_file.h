@@ -35,6 +35,10 @@ std::string dumpFileName(const std::string& op_type, const std::string& op_name,
 Status writeDumpFile(const std::string& path, const std::string& op_name, uint64_t dump_time_us,
                      const std::vector<DumpFileTensor>& inputs, const std::vector<DumpFileTensor>& outputs);
 
+// Removes a dump file writeDumpFile() wrote (one dropped after an earlier op failed), giving its
+// bytes back to an injected full disk.
+void removeDumpFile(const std::string& path);
+
 // The size of the file writeDumpFile() would write (for sizing passes; payloads need no data).
 uint64_t dumpFileSize(const std::string& op_name, uint64_t dump_time_us, const std::vector<DumpFileTensor>& inputs,
                       const std::vector<DumpFileTensor>& outputs);
