@@ -19,6 +19,12 @@
 namespace npuscope::import {
 namespace {
 
+// endNs - startNs of a row; 0 when the difference does not fit in 64 bits (a corrupt row).
+int64_t durationNs(int64_t start, int64_t end) {
+  int64_t d = 0;
+  return __builtin_sub_overflow(end, start, &d) ? 0 : d;
+}
+
 // The db's rows become events of the processes trace_view.json shows them in, so TraceModel
 // classifies them as it does the JSON's: CANN calls are host ops, TASK rows device tasks on
 // their stream, COMMUNICATION_OP rows collectives on "Group N Communication" lanes. The pids are
@@ -242,7 +248,7 @@ Status Reader::readPytorchApi() {
     e.pid = static_cast<int64_t>(static_cast<uint64_t>(tid) >> 32);
     e.tid = tid & 0xffffffff;
     e.ts_ns = sqlite3_column_int64(s, c["startNs"]);
-    e.dur_ns = sqlite3_column_int64(s, c["endNs"]) - *e.ts_ns;
+    e.dur_ns = durationNs(*e.ts_ns, sqlite3_column_int64(s, c["endNs"]));
     const int64_t type = num(s, c["type"]).value_or(kApiOp);
     const auto conn = link(s, c["connectionId"]);
     auto ids = conn ? connections_.find(*conn) : connections_.end();
@@ -284,7 +290,7 @@ Status Reader::readCannApi() {
     e.pid = kCannPid;
     e.tid = sqlite3_column_int64(s, c["globalTid"]) & 0xffffffff;
     e.ts_ns = sqlite3_column_int64(s, c["startNs"]);
-    e.dur_ns = sqlite3_column_int64(s, c["endNs"]) - *e.ts_ns;
+    e.dur_ns = durationNs(*e.ts_ns, sqlite3_column_int64(s, c["endNs"]));
     e.connection = link(s, c["connectionId"]);
     model_.addEvent(e);
   }
@@ -343,7 +349,7 @@ Status Reader::readTasks() {
     e.device = num(s, c["deviceId"]);
     if (e.device && *e.device >= 0 && task_device_ < 0) task_device_ = static_cast<int32_t>(*e.device);
     e.ts_ns = sqlite3_column_int64(s, c["startNs"]);
-    e.dur_ns = sqlite3_column_int64(s, c["endNs"]) - *e.ts_ns;
+    e.dur_ns = durationNs(*e.ts_ns, sqlite3_column_int64(s, c["endNs"]));
     e.connection = link(s, c["connectionId"]);
     model_.addEvent(e);
   }
@@ -390,7 +396,7 @@ Status Reader::readCommunication() {
     }
     e.device = num(s, c["deviceId"]);
     e.ts_ns = sqlite3_column_int64(s, c["startNs"]);
-    e.dur_ns = sqlite3_column_int64(s, c["endNs"]) - *e.ts_ns;
+    e.dur_ns = durationNs(*e.ts_ns, sqlite3_column_int64(s, c["endNs"]));
     e.connection = link(s, c["connectionId"]);
     model_.addEvent(e);
   }
