@@ -2,6 +2,9 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
+#include <charconv>
+#include <cstring>
 #include <functional>
 
 #include "json_stream.h"
@@ -45,10 +48,9 @@ std::optional<int64_t> intOf(od::value& v) {
   if (type == od::json_type::string) {
     std::string_view s;
     if (v.get_string().get(s)) return std::nullopt;
-    char* end = nullptr;
-    const std::string text(s);
-    const long long i = std::strtoll(text.c_str(), &end, 10);
-    if (end != text.c_str() && *end == '\0') return i;
+    int64_t i = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), i);
+    if (ec == std::errc() && end == s.data() + s.size() && !s.empty()) return i;
   }
   return std::nullopt;
 }
@@ -80,10 +82,58 @@ std::optional<int64_t> timeOf(od::value& v) {
   return std::nullopt;
 }
 
+// A string value as a view that outlives the parser's next document: into the event's own text
+// when the string has no escapes (nearly all), else unescaped and copied into `arena`.
+simdjson::error_code stringOf(od::value& v, std::string_view& out, StringArena& arena) {
+  std::string_view raw = v.raw_json_token();
+  while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' || raw.back() == '\t')) {
+    raw.remove_suffix(1);
+  }
+  if (raw.size() >= 2 && raw.front() == '"' && raw.back() == '"' &&
+      std::memchr(raw.data(), '\\', raw.size()) == nullptr) {
+    out = raw.substr(1, raw.size() - 2);
+    return simdjson::SUCCESS;
+  }
+  std::string_view s;
+  if (auto err = v.get_string().get(s)) return err;
+  out = arena.copy(s);
+  return simdjson::SUCCESS;
+}
+
+// A field's key as written, without a copy (keys with escapes, which no trace writes, unescaped).
+simdjson::error_code keyOf(od::field& f, const char* text_end, std::string_view& out) {
+  const char* k = f.key().raw();
+  const char* quote = static_cast<const char*>(std::memchr(k, '"', static_cast<size_t>(text_end - k)));
+  if (quote != nullptr && std::memchr(k, '\\', static_cast<size_t>(quote - k)) == nullptr) {
+    out = std::string_view(k, static_cast<size_t>(quote - k));
+    return simdjson::SUCCESS;
+  }
+  return f.unescaped_key().get(out);
+}
+
 }  // namespace
+
+std::string_view StringArena::copy(std::string_view s) {
+  if (s.empty()) return {};
+  if (blocks_.empty() || used_ + s.size() > capacity_) {
+    capacity_ = std::max(kBlock, s.size());
+    blocks_.push_back(std::make_unique<char[]>(capacity_));
+    used_ = 0;
+  }
+  char* at = blocks_.back().get() + used_;
+  std::memcpy(at, s.data(), s.size());
+  used_ += s.size();
+  return {at, s.size()};
+}
+
+void StringArena::clear() {
+  if (blocks_.size() > 1) blocks_.erase(blocks_.begin(), blocks_.end() - 1);
+  used_ = 0;
+}
 
 struct ChromeEventParser::Impl {
   od::parser parser;
+  StringArena scratch;  // parse()'s escaped strings, kept until the next call
 };
 
 ChromeEventParser::ChromeEventParser() : impl_(std::make_unique<Impl>()) {}
@@ -91,6 +141,23 @@ ChromeEventParser::~ChromeEventParser() = default;
 
 Status ChromeEventParser::parse(const char* text, size_t size, int64_t offset, const std::string& path,
                                 TraceModel& model) {
+  impl_->scratch.clear();
+  EventFields e;
+  RETURN_IF_ERROR(parseFields(text, size, offset, path, &e, impl_->scratch));
+  addParsedEvent(e, model);
+  return Status::ok();
+}
+
+void addParsedEvent(const EventFields& e, TraceModel& model) {
+  if (e.ph.empty()) {
+    model.skip("events without a phase (ph)");
+    return;
+  }
+  model.addEvent(e);
+}
+
+Status ChromeEventParser::parseFields(const char* text, size_t size, int64_t offset, const std::string& path,
+                                      EventFields* out, StringArena& arena) {
   auto bad = [&](simdjson::error_code code) {
     return invalidArgument(path + ": byte " + std::to_string(offset) + ": malformed event (" +
                            simdjson::error_message(code) + ")");
@@ -99,18 +166,20 @@ Status ChromeEventParser::parse(const char* text, size_t size, int64_t offset, c
   if (auto err = impl_->parser.iterate(text, size, size + JsonEventStream::kPadding).get(doc)) return bad(err);
   od::object obj;
   if (auto err = doc.get_object().get(obj)) return bad(err);
-  EventFields e;
-  for (auto field : obj) {
+  EventFields& e = *out;
+  const char* const text_end = text + size;
+  for (auto field_or : obj) {
+    od::field field;
+    if (auto err = std::move(field_or).get(field)) return bad(err);
     std::string_view key;
-    if (auto err = field.unescaped_key().get(key)) return bad(err);
-    od::value v;
-    if (auto err = field.value().get(v)) return bad(err);
+    if (auto err = keyOf(field, text_end, key)) return bad(err);
+    od::value& v = field.value();
     if (key == "ph") {
-      if (auto err = v.get_string().get(e.ph)) return bad(err);
+      if (auto err = stringOf(v, e.ph, arena)) return bad(err);
     } else if (key == "cat") {
-      if (v.get_string().get(e.cat)) {}
+      if (stringOf(v, e.cat, arena)) {}
     } else if (key == "name") {
-      if (v.get_string().get(e.name)) {}
+      if (stringOf(v, e.name, arena)) {}
     } else if (key == "ts") {
       e.ts_ns = timeOf(v);
     } else if (key == "dur") {
@@ -126,7 +195,7 @@ Status ChromeEventParser::parse(const char* text, size_t size, int64_t offset, c
       } else {
         std::string_view s;
         if (type == od::json_type::string) {
-          if (v.get_string().get(s)) {}
+          if (stringOf(v, s, arena)) {}
         } else if (type == od::json_type::number) {
           s = v.raw_json_token();
         }
@@ -137,21 +206,22 @@ Status ChromeEventParser::parse(const char* text, size_t size, int64_t offset, c
       od::json_type type;
       if (auto err = v.type().get(type)) return bad(err);
       if (type == od::json_type::string) {
-        if (v.get_string().get(e.id)) {}
+        if (stringOf(v, e.id, arena)) {}
       } else {
         e.id = v.raw_json_token();
         while (!e.id.empty() && (e.id.back() == ' ' || e.id.back() == '\n' || e.id.back() == ',')) e.id.remove_suffix(1);
       }
     } else if (key == "bp") {
-      if (v.get_string().get(e.bp)) {}
+      if (stringOf(v, e.bp, arena)) {}
     } else if (key == "args") {
       od::object args;
       if (v.get_object().get(args)) continue;  // args that are not an object carry nothing we read
-      for (auto a : args) {
+      for (auto a_or : args) {
+        od::field a;
+        if (auto err = std::move(a_or).get(a)) return bad(err);
         std::string_view k;
-        if (auto err = a.unescaped_key().get(k)) return bad(err);
-        od::value av;
-        if (auto err = a.value().get(av)) return bad(err);
+        if (auto err = keyOf(a, text_end, k)) return bad(err);
+        od::value& av = a.value();
         od::json_type type;
         if (auto err = av.type().get(type)) return bad(err);
         if (k == "Input Dims" || k == "Input type") {
@@ -163,7 +233,7 @@ Status ChromeEventParser::parse(const char* text, size_t size, int64_t offset, c
             if (auto err = arr.raw_json().get(out)) return bad(err);
             (dims ? e.dims_are_json : e.types_are_json) = true;
           } else if (type == od::json_type::string) {
-            if (av.get_string().get(out)) {}
+            if (stringOf(av, out, arena)) {}
           }
         } else if (k == "Sequence number") {
           e.seq = intOf(av);
@@ -174,7 +244,7 @@ Status ChromeEventParser::parse(const char* text, size_t size, int64_t offset, c
         } else if (k == "External id") {
           e.external = intOf(av);
         } else if (k == "group") {
-          if (av.get_string().get(e.group)) {}
+          if (stringOf(av, e.group, arena)) {}
         } else if (k == "correlation_id") {
           e.queue_correlation = linkOf(av);
         } else if (k == "device") {
@@ -200,20 +270,15 @@ Status ChromeEventParser::parse(const char* text, size_t size, int64_t offset, c
         } else if (k == "count") {
           e.count = intOf(av);
         } else if (k == "Task Type") {
-          if (av.get_string().get(e.task_type)) {}
+          if (stringOf(av, e.task_type, arena)) {}
         } else if (k == "data_type") {
-          if (av.get_string().get(e.data_type)) {}
+          if (stringOf(av, e.data_type, arena)) {}
         } else if (k == "name") {
-          if (av.get_string().get(e.arg_name)) {}
+          if (stringOf(av, e.arg_name, arena)) {}
         }
       }
     }
   }
-  if (e.ph.empty()) {
-    model.skip("events without a phase (ph)");
-    return Status::ok();
-  }
-  model.addEvent(e);
   return Status::ok();
 }
 

@@ -5,24 +5,47 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "npuscope/core/status.h"
 
 namespace npuscope::import {
 
 class TraceModel;
+struct EventFields;
+
+// Storage for the strings of parsed events that cannot point into their text (those with
+// escapes, unescaped): views stay valid until clear() or destruction.
+class StringArena {
+ public:
+  std::string_view copy(std::string_view s);
+  void clear();
+
+ private:
+  static constexpr size_t kBlock = size_t{64} << 10;
+  std::vector<std::unique_ptr<char[]>> blocks_;
+  size_t used_ = 0, capacity_ = 0;
+};
 
 class ChromeEventParser {
  public:
   ChromeEventParser();
   ~ChromeEventParser();
-  // `text` has JsonEventStream::kPadding readable bytes after `size`.
+  // `text` has JsonEventStream::kPadding readable bytes after `size`. Parses and adds to `model`.
   Status parse(const char* text, size_t size, int64_t offset, const std::string& path, TraceModel& model);
+  // Parses only: the fields' strings point into `text` or `arena`, valid as long as both are, so
+  // one thread can parse while another fills the model (addParsedEvent).
+  Status parseFields(const char* text, size_t size, int64_t offset, const std::string& path, EventFields* out,
+                     StringArena& arena);
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Adds an event parseFields produced (or counts it as skipped when it has no phase).
+void addParsedEvent(const EventFields& e, TraceModel& model);
 
 // A link id (correlation, connection_id, flow id) as a number: its value when it fits 63 bits,
 // else a hash of its text (torch_npu writes ids such as 40004068119343529983).

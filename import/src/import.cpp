@@ -2,6 +2,7 @@
 #include "json_text.h"
 
 #include <dirent.h>
+#include <malloc.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -145,35 +146,155 @@ std::string mainFileOf(const RankSource& r) {
   return db.empty() ? join(output, "trace_view.json") : db;
 }
 
-// Reading runs on two threads: one scans the file and copies its events into batches, this one
-// parses them and fills the model (a bounded queue of batches between them).
+// A queue of batches between two threads, bounded so a fast stage waits for a slow one.
+// close(): no more pushes, pop() drains then ends; cancel(): both ends stop at once.
+template <typename T>
+class BatchQueue {
+ public:
+  explicit BatchQueue(size_t bound) : bound_(bound) {}
+  bool push(std::unique_ptr<T> b) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return items_.size() < bound_ || cancelled_; });
+    if (cancelled_) return false;
+    items_.push_back(std::move(b));
+    cv_.notify_all();
+    return true;
+  }
+  std::unique_ptr<T> pop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !items_.empty() || closed_ || cancelled_; });
+    if (cancelled_ || items_.empty()) return nullptr;
+    std::unique_ptr<T> b = std::move(items_.front());
+    items_.pop_front();
+    cv_.notify_all();
+    return b;
+  }
+  void close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    cv_.notify_all();
+  }
+  void cancel() {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    cv_.notify_all();
+  }
+  // Queues the batch unless the queue is full (then drops it), without waiting.
+  void offer(std::unique_ptr<T> b) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (items_.size() < bound_) items_.push_back(std::move(b));
+  }
+  // A queued batch if there is one, without waiting.
+  std::unique_ptr<T> tryPop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (items_.empty()) return nullptr;
+    std::unique_ptr<T> b = std::move(items_.front());
+    items_.pop_front();
+    cv_.notify_all();
+    return b;
+  }
+
+ private:
+  const size_t bound_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<T>> items_;
+  bool closed_ = false, cancelled_ = false;
+};
+
+// Batches handed on in their order (`seq`, from 0) by workers that finish them in any order;
+// a worker waits while its batch is `bound` or more ahead of the next one taken.
+template <typename T>
+class OrderedQueue {
+ public:
+  explicit OrderedQueue(size_t bound) : bound_(bound) {}
+  bool push(size_t seq, std::unique_ptr<T> b) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return seq < next_ + bound_ || cancelled_; });
+    if (cancelled_) return false;
+    items_[seq] = std::move(b);
+    cv_.notify_all();
+    return true;
+  }
+  // The next batch in order; null once every worker is done and nothing is left, or cancelled.
+  std::unique_ptr<T> pop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return items_.count(next_) || workers_done_ == workers_ || cancelled_; });
+    auto it = items_.find(next_);
+    if (cancelled_ || it == items_.end()) return nullptr;
+    std::unique_ptr<T> b = std::move(it->second);
+    items_.erase(it);
+    ++next_;
+    cv_.notify_all();
+    return b;
+  }
+  void setWorkers(size_t n) { workers_ = n; }
+  void workerDone() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++workers_done_;
+    cv_.notify_all();
+  }
+  void cancel() {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  const size_t bound_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<size_t, std::unique_ptr<T>> items_;
+  size_t next_ = 0, workers_ = 1, workers_done_ = 0;
+  bool cancelled_ = false;
+};
+
+// Events on their way from the file to the model: the scanner copies them into `text`, a parser
+// fills `fields` (strings pointing into `text` or `arena`) up to its first error.
 struct EventBatch {
   struct Event {
     uint32_t at, size;
     int64_t offset;
   };
+  size_t seq = 0;    // the batch's place in the file
   std::string text;  // the events' bytes back to back, padded for simdjson
   std::vector<Event> events;
+  std::vector<EventFields> fields;
+  StringArena arena;
+  Status status;  // the parse error that ends the batch (and the read)
 };
 
+// Reading is a pipeline: one thread scans the file and copies its events into 256 KiB batches,
+// two parse batches with simdjson (the costliest stage), and this one fills the model in file
+// order. Each stage is bounded to a few batches, so memory stays a few MB above the model's.
 Status readChrome(const std::string& file, TraceModel& model, JsonEventStream& stream,
                   const JsonEventStream::ProgressFn& progress) {
-  constexpr size_t kBatchBytes = size_t{1} << 20;
-  constexpr size_t kQueued = 4;
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::unique_ptr<EventBatch>> queue;
-  bool scanned = false, stop = false;
-  Status scan_status;
-  auto push = [&](std::unique_ptr<EventBatch> b) {
-    b->text.append(JsonEventStream::kPadding, ' ');
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return queue.size() < kQueued || stop; });
-    queue.push_back(std::move(b));
-    cv.notify_all();
+  constexpr size_t kBatchBytes = size_t{256} << 10;
+  constexpr size_t kParsers = 2;
+  BatchQueue<EventBatch> scanned(2);
+  OrderedQueue<EventBatch> parsed(3);
+  // Batches the model is done with, reused: their memory is already mapped and sized.
+  BatchQueue<EventBatch> spare(16);
+  auto fresh = [&] {
+    std::unique_ptr<EventBatch> b = spare.tryPop();
+    if (!b) return std::make_unique<EventBatch>();
+    b->text.clear();
+    b->events.clear();
+    b->fields.clear();
+    b->arena.clear();
+    b->status = Status::ok();
+    return b;
   };
+  parsed.setWorkers(kParsers);
+  Status scan_status;
   std::thread scanner([&] {
-    auto batch = std::make_unique<EventBatch>();
+    size_t seq = 0;
+    auto batch = fresh();
+    auto hand = [&]() -> bool {
+      batch->text.append(JsonEventStream::kPadding, ' ');
+      batch->seq = seq++;
+      return scanned.push(std::move(batch));
+    };
     Status s = stream.run(
         file,
         [&](const char* text, size_t size, int64_t offset) -> Status {
@@ -182,44 +303,56 @@ Status readChrome(const std::string& file, TraceModel& model, JsonEventStream& s
           batch->text.append(text, size);
           batch->text.push_back('\n');
           if (batch->text.size() >= kBatchBytes) {
-            push(std::move(batch));
-            batch = std::make_unique<EventBatch>();
-            std::lock_guard<std::mutex> lock(mu);
-            if (stop) return failedPrecondition("stopped");
+            if (!hand()) return failedPrecondition("stopped");
+            batch = fresh();
           }
           return Status::ok();
         },
         progress);
-    if (s.isOk() && !batch->events.empty()) push(std::move(batch));
-    std::lock_guard<std::mutex> lock(mu);
+    if (s.isOk() && !batch->events.empty()) (void)hand();
     scan_status = s;
-    scanned = true;
-    cv.notify_all();
+    scanned.close();
   });
-  ChromeEventParser parser;
+  std::vector<std::thread> parsers;
+  for (size_t w = 0; w < kParsers; ++w) {
+    parsers.emplace_back([&] {
+      ChromeEventParser parser;
+      while (std::unique_ptr<EventBatch> b = scanned.pop()) {
+        b->fields.resize(b->events.size());
+        size_t n = 0;
+        for (; n < b->events.size(); ++n) {
+          const EventBatch::Event& e = b->events[n];
+          b->status = parser.parseFields(b->text.data() + e.at, e.size, e.offset, file, &b->fields[n], b->arena);
+          if (!b->status.isOk()) break;
+        }
+        b->fields.resize(n);
+        const size_t seq = b->seq;
+        if (!parsed.push(seq, std::move(b))) break;
+      }
+      parsed.workerDone();
+    });
+  }
   Status parse_status;
-  for (;;) {
-    std::unique_ptr<EventBatch> b;
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return !queue.empty() || scanned; });
-      if (queue.empty()) break;
-      b = std::move(queue.front());
-      queue.pop_front();
-      cv.notify_all();
-    }
-    for (const EventBatch::Event& e : b->events) {
-      parse_status = parser.parse(b->text.data() + e.at, e.size, e.offset, file, model);
-      if (!parse_status.isOk()) break;
-    }
-    if (!parse_status.isOk()) {
-      std::lock_guard<std::mutex> lock(mu);
-      stop = true;
-      cv.notify_all();
+  while (std::unique_ptr<EventBatch> b = parsed.pop()) {
+    for (const EventFields& e : b->fields) addParsedEvent(e, model);
+    if (!b->status.isOk()) {
+      parse_status = b->status;
       break;
     }
+    spare.offer(std::move(b));
   }
+  // Stops the other threads when this one ended early (a parse error); else they have ended.
+  scanned.cancel();
+  parsed.cancel();
   scanner.join();
+  for (std::thread& t : parsers) t.join();
+  // The batches were allocated on the pipeline's threads: give their memory back now, before the
+  // model's classification and the writer's pages make the import's peak.
+  while (spare.tryPop()) {
+  }
+#if defined(__GLIBC__)
+  ::malloc_trim(0);
+#endif
   // The first error in file order: a parse error stops the scanner, which then reports "stopped".
   if (!parse_status.isOk()) return parse_status;
   return scan_status;

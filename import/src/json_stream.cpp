@@ -2,6 +2,10 @@
 
 #include <zlib.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -29,6 +33,72 @@ struct ByteTable {
 };
 constexpr ByteTable kStringStop("\"\\");
 constexpr ByteTable kStructural("\"{}[]");
+
+#if defined(__SSE2__)
+// The body of an event, 64 bytes at a time (the scanner's hot loop): bit masks of quotes,
+// backslashes and brackets, strings found by a prefix XOR of the quotes, and only the brackets
+// outside strings looked at. `in_string` and `depth` carry the state across blocks, as the
+// byte-by-byte code keeps them. Returns the first byte the byte-by-byte code must see: a
+// backslash (escapes), a bracket closing the event's own depth (the event ends), or `end`.
+struct Block64 {
+  uint64_t quote = 0, backslash = 0, open = 0, close = 0;
+};
+inline Block64 classify64(const char* p) {
+  const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+  const __m128i open = _mm_set1_epi8('{'), close = _mm_set1_epi8('}'), lower = _mm_set1_epi8(0x20);
+  Block64 b;
+  for (int k = 0; k < 4; ++k) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k));
+    const __m128i folded = _mm_or_si128(v, lower);  // '[' -> '{', ']' -> '}'
+    auto bits = [&](__m128i eq) { return static_cast<uint64_t>(static_cast<uint32_t>(_mm_movemask_epi8(eq))) << (16 * k); };
+    b.quote |= bits(_mm_cmpeq_epi8(v, quote));
+    b.backslash |= bits(_mm_cmpeq_epi8(v, backslash));
+    b.open |= bits(_mm_cmpeq_epi8(folded, open));
+    b.close |= bits(_mm_cmpeq_epi8(folded, close));
+  }
+  return b;
+}
+inline uint64_t prefixXor(uint64_t x) {
+  x ^= x << 1;
+  x ^= x << 2;
+  x ^= x << 4;
+  x ^= x << 8;
+  x ^= x << 16;
+  x ^= x << 32;
+  return x;
+}
+size_t scanEventBody(const char* p, size_t i, size_t end, int& depth, int event_depth, bool& in_string) {
+  while (i < end) {
+    const Block64 b = classify64(p + i);  // reads up to 63 bytes past `end`: the buffer's padding
+    const size_t n = std::min<size_t>(64, end - i);
+    uint64_t valid = n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+    const uint64_t backslash = b.backslash & valid;
+    if (backslash) valid = (backslash & (~backslash + 1)) - 1;  // the bytes before the first one
+    const uint64_t inside = prefixXor(b.quote & valid) ^ (in_string ? ~uint64_t{0} : 0);
+    uint64_t brackets = (b.open | b.close) & valid & ~inside;
+    while (brackets) {
+      const int k = __builtin_ctzll(brackets);
+      brackets &= brackets - 1;
+      if ((b.open >> k) & 1) {
+        ++depth;
+      } else if (depth > event_depth + 1) {
+        --depth;
+      } else {
+        in_string = false;
+        return i + static_cast<size_t>(k);
+      }
+    }
+    if (backslash) {
+      const int k = __builtin_ctzll(backslash);
+      in_string = (inside >> k) & 1;
+      return i + static_cast<size_t>(k);
+    }
+    in_string = (inside >> (n - 1)) & 1;
+    i += n;
+  }
+  return end;
+}
+#endif
 
 std::string where(const std::string& path, int64_t offset) {
   return path + ": byte " + std::to_string(offset);
@@ -123,6 +193,12 @@ Status JsonEventStream::run(const std::string& path, const EventFn& on_event, co
     const bool copying = started && event_depth < 0;
     (void)copying;
     for (; i < end && !done; ++i) {
+#if defined(__SSE2__)
+      if (event_start >= 0 && !escape) {
+        i = scanEventBody(p, i, end, depth, event_depth, in_string);
+        if (i >= end) break;
+      }
+#endif
       const char c = p[i];
       if (in_string) {
         // Fast path: run to the next quote or backslash.
