@@ -115,7 +115,12 @@ Status JsonEventStream::run(const std::string& path, const EventFn& on_event, co
 
   metadata_.clear();
   events_ = 0;
-  std::vector<char> buf(kChunk + kPadding);
+  // Reads of up to 8 MiB, fewer for a small file (a gzip's content is larger than the file:
+  // the buffer grows as an event needs).
+  const size_t chunk = std::clamp<size_t>(static_cast<size_t>(st.st_size) + 1, 4096, kChunk);
+  std::unique_ptr<char[]> storage(new char[chunk + kPadding]);  // not zeroed: only read bytes are scanned
+  size_t capacity = chunk;  // bytes of storage before the padding
+  char* bufp = storage.get();
   size_t filled = 0;       // bytes of buf holding file data
   int64_t base = 0;        // file offset of buf[0]
   size_t pos = 0;          // scan position in buf
@@ -148,20 +153,26 @@ Status JsonEventStream::run(const std::string& path, const EventFn& on_event, co
       // Keep the unfinished event; drop everything before it.
       size_t keep_from = event_start >= 0 ? static_cast<size_t>(event_start) : filled;
       if (keep_from > 0) {
-        std::memmove(buf.data(), buf.data() + keep_from, filled - keep_from);
+        std::memmove(bufp, bufp + keep_from, filled - keep_from);
         base += static_cast<int64_t>(keep_from);
         filled -= keep_from;
         pos -= keep_from;
         if (event_start >= 0) event_start = 0;
       }
-      if (buf.size() - kPadding - filled < kChunk / 2) {
+      if (capacity - filled < chunk / 2) {
         if (filled >= kMaxEvent) {
           return invalidArgument(where(path, base) + ": an event of more than 256 MB (is this a trace file?)");
         }
-        buf.resize(buf.size() + kChunk);
+        // An event longer than the reads so far: twice the room (a long event costs its length).
+        const size_t grown = std::max(capacity * 2, capacity + chunk);
+        std::unique_ptr<char[]> bigger(new char[grown + kPadding]);
+        std::memcpy(bigger.get(), bufp, filled);
+        storage = std::move(bigger);
+        bufp = storage.get();
+        capacity = grown;
       }
-      const unsigned room = static_cast<unsigned>(std::min(buf.size() - kPadding - filled, size_t{1} << 30));
-      const int n = gzread(in.get(), buf.data() + filled, room);
+      const unsigned room = static_cast<unsigned>(std::min(capacity - filled, size_t{1} << 30));
+      const int n = gzread(in.get(), bufp + filled, room);
       if (n < 0) {
         int code = 0;
         const char* msg = gzerror(in.get(), &code);
@@ -178,14 +189,14 @@ Status JsonEventStream::run(const std::string& path, const EventFn& on_event, co
         eof = true;
       }
       filled += static_cast<size_t>(n);
-      std::memset(buf.data() + filled, ' ', kPadding);
+      std::memset(bufp + filled, ' ', kPadding);
       if (progress && !progress(static_cast<int64_t>(gzoffset(in.get())), static_cast<int64_t>(st.st_size))) {
         return failedPrecondition(path + ": import cancelled");
       }
       if (eof && pos >= filled) break;
       continue;
     }
-    const char* p = buf.data();
+    const char* p = bufp;
     const size_t end = filled;
     size_t i = pos;
     // Bytes copied into the metadata: from `copy_from` up to the scan position.

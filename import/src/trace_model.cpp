@@ -403,12 +403,14 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
   // Threads by their first op, so ids follow time roughly across threads.
   std::vector<std::pair<int64_t, int64_t>> thread_order;
   for (auto& [tid, idx] : by_thread) {
-    std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) {
+    auto earlier = [&](uint32_t a, uint32_t b) {
       const Raw &x = events_[a], &y = events_[b];
       if (x.ts_ns != y.ts_ns) return x.ts_ns < y.ts_ns;
       if (x.dur_ns != y.dur_ns) return x.dur_ns > y.dur_ns;
       return a < b;
-    });
+    };
+    // Profilers mostly write a thread's ops in this order already: a check is a tenth of a sort.
+    if (!std::is_sorted(idx.begin(), idx.end(), earlier)) std::sort(idx.begin(), idx.end(), earlier);
     thread_order.emplace_back(events_[idx.front()].ts_ns, tid);
   }
   std::sort(thread_order.begin(), thread_order.end());
