@@ -905,7 +905,7 @@ StatusOr<std::vector<StepRow>> TraceReader::steps(int64_t run_id, const std::opt
 StatusOr<std::vector<OverflowEventRow>> TraceReader::overflowEvents(int64_t run_id) {
   ASSIGN_OR_RETURN(sqlite3_stmt * st,
                    cached("overflows",
-                          "SELECT id, step, ts_ns, source, op_name, detail FROM overflow_events"
+                          "SELECT id, step, ts_ns, source, op_name, detail, op_id FROM overflow_events"
                           " WHERE run_id=?1 ORDER BY ts_ns, id"));
   StmtUse use(st);
   sqlite3_bind_int64(st, 1, run_id);
@@ -919,6 +919,7 @@ StatusOr<std::vector<OverflowEventRow>> TraceReader::overflowEvents(int64_t run_
     o.source = colText(st, 3);
     o.op_name = colText(st, 4);
     o.detail = colText(st, 5);
+    o.op_id = colInt(st, 6);
     out.push_back(std::move(o));
   }
   if (rc != SQLITE_DONE) return stepError(db_.get(), "reading overflow events");

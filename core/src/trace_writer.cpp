@@ -254,7 +254,7 @@ Status TraceWriter::prepareStatements() {
       "INSERT OR REPLACE INTO steps(run_id, step, start_ns, dur_ns, loss, loss_scale, overflow, skipped, lr, grad_norm)"
       " VALUES (?,?,?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(insert_overflow_, prepare(db,
-      "INSERT INTO overflow_events(run_id, step, ts_ns, source, op_name, detail) VALUES (?,?,?,?,?,?)"));
+      "INSERT INTO overflow_events(run_id, step, ts_ns, source, op_name, detail, op_id) VALUES (?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(insert_dump_, prepare(db,
       "INSERT INTO tensor_dumps(run_id, step, op_id, op_name, op_type, io, idx, dtype, shape, format, min, max, mean,"
       " l2norm, nan_count, inf_count, data, data_ref) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
@@ -571,6 +571,7 @@ Status TraceWriter::write(Item& item) {
     sqlite3_bind_text(st, 4, o->source.data(), static_cast<int>(o->source.size()), SQLITE_TRANSIENT);
     bindText(st, 5, o->op_name);
     bindText(st, 6, o->detail);
+    bindOptionalInt(st, 7, o->op_id < 0 ? -1 : o->op_id + id_offset_, -1);
     return stepStatement(db, st);
   }
   if (auto* m = std::get_if<MemoryRecord>(&item)) return writeMemory(*m);

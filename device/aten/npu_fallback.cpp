@@ -120,6 +120,7 @@ void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& sche
   const size_t nargs = args.size();
   const size_t base = stack->size() - nargs;
   OpState st;
+  OverflowOpScope overflow_scope;
   const OpObserver observer = npu::InternalScope::active() ? nullptr : npu::op_observer();
   if (observer) observer(OpPhase::kBefore, schema, c10::ArrayRef<c10::IValue>(stack->data() + base, nargs));
 
@@ -217,6 +218,14 @@ void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& sche
       for (const at::Tensor& t : v.toTensorList()) out.push_back(finishResult(st, schema, t, target));
       v = out;
     }
+  }
+  if (overflowPending()) {
+    // An overflow among the results (rare): what went in, measured on the inputs' stand-ins.
+    c10::SmallVector<at::Tensor, 8> inputs;
+    for (const auto& s : st.slots) {
+      if (!s.is_write) inputs.push_back(s.compute);
+    }
+    reportPendingOverflow(inputs);
   }
   for (auto& s : st.slots) {
     s.compute.reset();

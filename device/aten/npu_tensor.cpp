@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "aten/low_precision.h"
 #include "npuscope/device/npu.h"
@@ -224,6 +225,73 @@ at::Tensor npuViewLike(const at::Tensor& npu_base, const at::Tensor& view) {
   return t;
 }
 
+namespace {
+// Largest finite |x| of a floating tensor, how many elements are NaN, and how many are infinite
+// or larger than `limit` in magnitude (what overflows a format whose largest value is `limit`).
+struct Magnitude {
+  double max_abs = 0;
+  int64_t over = 0, nan = 0;
+};
+Magnitude magnitudeOf(const at::Tensor& t, double limit) {
+  Magnitude m;
+  if (!t.defined() || t.numel() == 0 || !at::isFloatingType(t.scalar_type())) return m;
+  const at::Tensor c = t.to(c10::kDouble).contiguous();
+  const double* p = c.data_ptr<double>();
+  for (int64_t i = 0, n = c.numel(); i < n; ++i) {
+    const double v = p[i];
+    if (std::isnan(v)) {
+      ++m.nan;
+    } else if (std::isinf(v) || std::fabs(v) > limit) {
+      ++m.over;
+      if (!std::isinf(v)) m.max_abs = std::max(m.max_abs, std::fabs(v));
+    } else {
+      m.max_abs = std::max(m.max_abs, std::fabs(v));
+    }
+  }
+  return m;
+}
+
+const char* dtypeName(c10::ScalarType t) {
+  switch (t) {
+    case c10::kHalf: return "float16";
+    case c10::kBFloat16: return "bfloat16";
+    case c10::kFloat: return "float32";
+    case c10::kDouble: return "float64";
+    default: return c10::toString(t);
+  }
+}
+
+thread_local int t_overflow_scopes = 0;  // OverflowOpScope frames on this thread
+thread_local std::optional<npu::OverflowSite> t_pending_overflow;  // awaiting its op's inputs
+thread_local bool t_has_pending = false;  // t_pending_overflow is set (a plain flag: read per op)
+
+// A result overflowed: raise the register, and describe the first one of the window. `values`:
+// the result as computed (fp32 before rounding when `rounding`), `stored`: as kept.
+void noteOverflow(const at::Tensor& values, const at::Tensor& stored, int device, bool rounding) {
+  npu::raise_float_status(device);
+  if (npu::overflow_site_observer() == nullptr || !npu::take_overflow_window()) return;
+  InternalWork work(device);
+  npu::OverflowSite site;
+  site.device = device;
+  site.dtype = dtypeName(stored.scalar_type());
+  site.rounding = rounding;
+  site.numel = values.numel();
+  const double limit = !rounding                              ? std::numeric_limits<double>::infinity()
+                       : stored.scalar_type() == c10::kHalf ? 65504.0
+                                                            : 3.3895313892515355e38;  // bfloat16
+  const Magnitude m = magnitudeOf(values, limit);
+  site.out_max_abs = m.max_abs;
+  site.out_inf = m.over;
+  site.out_nan = m.nan;
+  if (t_overflow_scopes > 0) {
+    t_pending_overflow = site;
+    t_has_pending = true;
+  } else if (auto observer = npu::overflow_site_observer()) {
+    observer(site);
+  }
+}
+}  // namespace
+
 at::Tensor upcast(const at::Tensor& cpu) {
   InternalWork work(t_alloc_device);
   if (!cpu.is_contiguous() || cpu.is_conj() || cpu.is_neg()) return cpu.to(c10::kFloat);
@@ -245,7 +313,7 @@ void roundInto(const at::Tensor& dst, const at::Tensor& src, int device) {
   const float* s = src.data_ptr<float>();
   const bool overflow = dst.scalar_type() == c10::kHalf ? floatToHalf(s, d, src.numel(), saturate)
                                                         : floatToBfloat16(s, d, src.numel(), saturate);
-  if (overflow && npu::float_status_tracking()) npu::raise_float_status(device);
+  if (overflow && npu::float_status_tracking()) noteOverflow(src, dst, device, true);
 }
 
 bool contiguousFloat(const at::Tensor& t) {
@@ -272,13 +340,42 @@ void copyWithStatus(const at::Tensor& dst, const at::Tensor& src, int device) {
     return;
   }
   dst.copy_(src);
-  if (npu::float_status_tracking() && hasNonFinite(dst)) npu::raise_float_status(device);
+  if (npu::float_status_tracking() && hasNonFinite(dst)) noteOverflow(dst, dst, device, false);
 }
 
 void checkFloatStatus(const at::Tensor& cpu, int device) {
   if (!npu::float_status_tracking()) return;
   InternalWork work(device);
-  if (hasNonFinite(cpu)) npu::raise_float_status(device);
+  if (hasNonFinite(cpu)) noteOverflow(cpu, cpu, device, false);
+}
+
+OverflowOpScope::OverflowOpScope() { ++t_overflow_scopes; }
+OverflowOpScope::~OverflowOpScope() {
+  if (--t_overflow_scopes == 0 && t_has_pending) {
+    const npu::OverflowSite site = *t_pending_overflow;
+    t_pending_overflow.reset();
+    t_has_pending = false;
+    if (auto observer = npu::overflow_site_observer()) observer(site);
+  }
+}
+
+bool overflowPending() { return t_has_pending; }
+
+void reportPendingOverflow(c10::ArrayRef<at::Tensor> inputs) {
+  if (!t_has_pending) return;
+  npu::OverflowSite site = *t_pending_overflow;
+  t_pending_overflow.reset();
+  t_has_pending = false;
+  InternalWork work(site.device);
+  site.in_max_abs = 0;
+  for (const at::Tensor& t : inputs) {
+    if (!t.defined() || !at::isFloatingType(t.scalar_type())) continue;
+    const Magnitude m = magnitudeOf(t, std::numeric_limits<double>::infinity());
+    site.in_max_abs = std::max(site.in_max_abs, m.max_abs);
+    site.in_inf += m.over;
+    site.in_nan += m.nan;
+  }
+  if (auto observer = npu::overflow_site_observer()) observer(site);
 }
 
 }  // namespace npuscope::npu::aten

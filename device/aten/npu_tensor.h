@@ -67,4 +67,19 @@ void copyWithStatus(const at::Tensor& dst, const at::Tensor& src, int device);
 // inf or NaN. One relaxed atomic load when tracking is off.
 void checkFloatStatus(const at::Tensor& cpu, int device);
 
+// Overflow attribution (npu::OverflowSite). An op running through the CPU fallback opens a scope;
+// an overflow among its results is then held until the op adds its inputs' magnitudes
+// (reportPendingOverflow); outside a scope (or if the op never gets there) it is reported as is.
+class OverflowOpScope {
+ public:
+  OverflowOpScope();
+  ~OverflowOpScope();
+  OverflowOpScope(const OverflowOpScope&) = delete;
+  OverflowOpScope& operator=(const OverflowOpScope&) = delete;
+};
+// Whether this thread holds an overflow awaiting its op's inputs.
+bool overflowPending();
+// Reports the overflow this op's results raised, if any, with `inputs` (CPU stand-ins) measured.
+void reportPendingOverflow(c10::ArrayRef<at::Tensor> inputs);
+
 }  // namespace npuscope::npu::aten

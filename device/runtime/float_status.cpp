@@ -23,6 +23,8 @@ OverflowMode initialMode() {
 
 std::atomic<int> g_mode{static_cast<int>(initialMode())};
 std::array<std::atomic<uint32_t>, kMaxDevices> g_status{};
+std::atomic<OverflowSiteObserver> g_site_observer{nullptr};
+std::atomic<bool> g_window_open{false};
 
 }  // namespace
 
@@ -53,6 +55,13 @@ void clear_float_status(int device) {
 }
 void raise_float_status(int device) {
   if (device >= 0 && device < kMaxDevices) g_status[device].store(1, std::memory_order_release);
+}
+
+void set_overflow_site_observer(OverflowSiteObserver observer) { g_site_observer.store(observer); }
+OverflowSiteObserver overflow_site_observer() { return g_site_observer.load(std::memory_order_acquire); }
+void open_overflow_window() { g_window_open.store(true, std::memory_order_release); }
+bool take_overflow_window() {
+  return g_window_open.load(std::memory_order_relaxed) && g_window_open.exchange(false, std::memory_order_acq_rel);
 }
 
 }  // namespace npuscope::npu

@@ -49,6 +49,34 @@ StatusOr<RunRow> pickRun(TraceReader& reader, int64_t run) {
 }
 
 // What a step summary says, computed once for text and JSON.
+
+// A first_op overflow event in words: the op, where it ran, what its result held and what went in,
+// e.g. "aten::mul #1234 (backward): float16 result of 4096, 12 overflowed (max |x| 7.1e+04 before
+// rounding), 0 NaN; inputs max |x| 271, no inf/NaN".
+std::string firstOpText(const OverflowEventRow& e) {
+  const nlohmann::json d = nlohmann::json::parse(e.detail, nullptr, false);
+  std::string text = e.op_name.empty() ? std::string("(no op)") : e.op_name;
+  if (e.op_id >= 0) text += " #" + std::to_string(e.op_id);
+  if (!d.is_object()) return text;
+  auto num = [&](const char* k) { return d.contains(k) && d[k].is_number() ? d[k].get<double>() : 0.0; };
+  char buf[400];
+  std::snprintf(buf, sizeof(buf), " (%s): %s result of %.0f, %.0f overflowed, %.0f NaN (max finite |x| %.3g%s)",
+                d.value("phase", std::string("?")).c_str(), d.value("dtype", std::string("?")).c_str(), num("numel"),
+                num("out_inf"), num("out_nan"), num("out_max_abs"), d.value("rounding", false) ? " before rounding" : "");
+  text += buf;
+  if (num("in_max_abs") < 0) {
+    text += "; inputs not measured";
+  } else if (num("in_inf") + num("in_nan") > 0) {
+    std::snprintf(buf, sizeof(buf), "; inputs already had %.0f inf and %.0f NaN (max finite |x| %.3g)", num("in_inf"),
+                  num("in_nan"), num("in_max_abs"));
+    text += buf;
+  } else {
+    std::snprintf(buf, sizeof(buf), "; inputs finite, max |x| %.3g", num("in_max_abs"));
+    text += buf;
+  }
+  return text;
+}
+
 struct StepSummary {
   int64_t recorded = 0;
   std::vector<int64_t> durations;
@@ -296,7 +324,8 @@ int runReport(const ReportOptions& o) {
     j["overflow_events"] = nlohmann::json::array();
     for (const OverflowEventRow& e : *overflows) {
       j["overflow_events"].push_back(
-          {{"step", e.step}, {"ts_ns", e.ts_ns}, {"source", e.source}, {"op_name", e.op_name}, {"detail", e.detail}});
+          {{"step", e.step}, {"ts_ns", e.ts_ns}, {"source", e.source}, {"op_name", e.op_name}, {"detail", e.detail},
+           {"op_id", e.op_id >= 0 ? nlohmann::json(e.op_id) : nlohmann::json()}});
     }
     j["memory_peaks"] = nlohmann::json::array();
     for (const MemoryPeak& p : *peaks) {
@@ -327,6 +356,10 @@ int runReport(const ReportOptions& o) {
   const size_t show = std::min<size_t>(overflows->size(), 20);
   for (size_t i = 0; i < show; ++i) {
     const OverflowEventRow& e = (*overflows)[i];
+    if (e.source == "first_op") {
+      std::printf("  step %-8lld %-16s %s\n", static_cast<long long>(e.step), e.source.c_str(), firstOpText(e).c_str());
+      continue;
+    }
     std::printf("  step %-8lld %-16s %s%s%s\n", static_cast<long long>(e.step), e.source.c_str(), e.op_name.c_str(),
                 e.detail.empty() ? "" : "  ", e.detail.c_str());
   }

@@ -400,4 +400,14 @@ int64_t currentOpId() {
   return ts.stack.empty() ? -1 : ts.stack.back().id;
 }
 
+bool currentOp(CurrentOp* out) {
+  const ThreadState& ts = threadState();
+  if (ts.stack.empty()) return false;
+  const Frame& f = ts.stack.back();
+  out->id = g_keep.load(std::memory_order_relaxed) ? f.id : -1;
+  out->name = f.name;
+  out->backward = f.backward;
+  return true;
+}
+
 }  // namespace npuscope::profiler::recorder

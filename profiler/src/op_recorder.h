@@ -26,5 +26,13 @@ uint64_t recordedOps();
 // The id of the innermost op being recorded on the calling thread: the op_events id it will be
 // written with, or -1 when none is (outside a recorded step, or no op running). Lock-free.
 int64_t currentOpId();
+// The innermost op running on the calling thread: its name, whether it is backward work, and
+// its op_events id (-1 when it is not being recorded). False when no op runs.
+struct CurrentOp {
+  int64_t id = -1;
+  const char* name = nullptr;  // valid while the op runs
+  bool backward = false;
+};
+bool currentOp(CurrentOp* out);
 
 }  // namespace npuscope::profiler::recorder

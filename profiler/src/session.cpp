@@ -6,10 +6,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <sstream>
 
 #include "npuscope/core/clock.h"
 #include "npuscope/core/trace_writer.h"
+#include "npuscope/device/runtime.h"
 #include "npuscope/dumper/dumper.h"
 #include "op_recorder.h"
 
@@ -34,6 +36,35 @@ struct RecordingSession::Impl {
 RecordingSession::RecordingSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 RecordingSession* RecordingSession::active() { return g_active.load(); }
+
+namespace {
+void onOverflowSite(const npu::OverflowSite& site) {
+  if (RecordingSession* s = g_active.load()) s->firstOverflowingOp(site);
+}
+}  // namespace
+
+void RecordingSession::firstOverflowingOp(const npu::OverflowSite& site) {
+  if (impl_->stopped) return;
+  recorder::CurrentOp op;
+  const bool in_op = recorder::currentOp(&op);
+  OverflowRecord o;
+  o.step = impl_->step;
+  o.ts_ns = nowNs();
+  o.source = "first_op";
+  o.op_name = in_op && op.name ? op.name : "";
+  o.op_id = in_op ? op.id : -1;
+  char detail[512];
+  std::snprintf(detail, sizeof(detail),
+                "{\"phase\": \"%s\", \"device\": %d, \"dtype\": \"%s\", \"rounding\": %s, \"numel\": %lld, "
+                "\"out_max_abs\": %.9g, \"out_inf\": %lld, \"out_nan\": %lld, \"in_max_abs\": %.9g, "
+                "\"in_inf\": %lld, \"in_nan\": %lld}",
+                op.backward ? "backward" : "forward", site.device, site.dtype.c_str(), site.rounding ? "true" : "false",
+                static_cast<long long>(site.numel), site.out_max_abs, static_cast<long long>(site.out_inf),
+                static_cast<long long>(site.out_nan), site.in_max_abs, static_cast<long long>(site.in_inf),
+                static_cast<long long>(site.in_nan));
+  o.detail = detail;
+  impl_->writer->addOverflow(o);
+}
 
 StatusOr<std::unique_ptr<RecordingSession>> RecordingSession::start(const SessionOptions& options) {
   if (g_active.load()) return failedPrecondition("a recording session is already active in this process");
@@ -63,6 +94,8 @@ StatusOr<std::unique_ptr<RecordingSession>> RecordingSession::start(const Sessio
   s->impl_->step_start_ns = nowNs();
   recorder::setStep(0);
   s->applySchedule();
+  npu::set_overflow_site_observer(&onOverflowSite);
+  npu::open_overflow_window();
   dumper::Dumper::instance().setOpIdSource(&recorder::currentOpId);
   return s;
 }
@@ -108,6 +141,7 @@ void RecordingSession::step(const StepMetrics& m) {
   s.step_start_ns = nowNs();
   recorder::setStep(s.step);
   applySchedule();
+  npu::open_overflow_window();  // the next step's first overflowing op
 }
 
 void RecordingSession::amendLastLoss(double loss) {
@@ -133,6 +167,7 @@ Status RecordingSession::stop(const std::string& status, const std::string& resu
   if (s.stopped) return Status::ok();
   s.stopped = true;
   dumper::Dumper::instance().setOpIdSource(nullptr);
+  npu::set_overflow_site_observer(nullptr);
   recorder::stop();
   Status st = s.writer->endRun(status, results_json);
   s.writer.reset();  // joins the writer thread after its final commit

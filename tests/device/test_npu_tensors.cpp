@@ -284,3 +284,77 @@ TEST(CostEstimate, MatmulFlopsFromShapes) {
   EXPECT_DOUBLE_EQ(w.bytes, 4.0 * (64 * 128 + 128 * 32 + 64 * 32));
   EXPECT_FALSE(w.low_precision);
 }
+
+namespace {
+std::vector<npu::OverflowSite>& sites() {
+  static std::vector<npu::OverflowSite> s;
+  return s;
+}
+void keepSite(const npu::OverflowSite& s) { sites().push_back(s); }
+struct SiteObserverScope {
+  SiteObserverScope() {
+    sites().clear();
+    npu::set_overflow_site_observer(&keepSite);
+  }
+  ~SiteObserverScope() { npu::set_overflow_site_observer(nullptr); }
+};
+}  // namespace
+
+// The first result that overflows after a window opens is described once, with numbers taken
+// from the tensors themselves: 300 * 300 = 90000 rounds past fp16's 65504; later overflows of
+// the same window are not reported; an input already holding inf is named as such.
+TEST(FloatStatusOnTensors, TheFirstOverflowOfAWindowIsDescribedOnce) {
+  StatusScope s(npu::OverflowMode::kInfNan);
+  SiteObserverScope observe;
+  at::Tensor h = at::full({4}, 300.0f).to(at::kHalf).to(dev());
+  h.index_put_({0}, 2.0f);  // one element stays small: 3 of 4 overflow
+  npu::open_overflow_window();
+  at::Tensor fine = h + 1;  // no overflow: nothing reported, the window stays open
+  EXPECT_TRUE(sites().empty());
+  at::Tensor big = h * h;
+  ASSERT_EQ(sites().size(), 1u);
+  const npu::OverflowSite& a = sites()[0];
+  EXPECT_EQ(a.device, 0);
+  EXPECT_EQ(a.dtype, "float16");
+  EXPECT_TRUE(a.rounding);
+  EXPECT_EQ(a.numel, 4);
+  EXPECT_EQ(a.out_inf, 3);
+  EXPECT_EQ(a.out_nan, 0);
+  EXPECT_DOUBLE_EQ(a.out_max_abs, 90000.0);  // before rounding; the 4.0 is smaller
+  EXPECT_DOUBLE_EQ(a.in_max_abs, 300.0);
+  EXPECT_EQ(a.in_inf + a.in_nan, 0);
+  at::Tensor worse = big + 1;  // inf again, same window: not reported
+  EXPECT_EQ(sites().size(), 1u);
+  npu::open_overflow_window();
+  at::Tensor again = big * 0.5;  // inf in, inf out
+  ASSERT_EQ(sites().size(), 2u);
+  EXPECT_EQ(sites()[1].in_inf, 3);
+  EXPECT_DOUBLE_EQ(sites()[1].in_max_abs, 4.0);
+  EXPECT_EQ(sites()[1].out_inf, 3);
+  // fp32 math overflowing in fp32: no rounding, the result's own infinities.
+  npu::open_overflow_window();
+  at::Tensor f = at::full({2}, 3e38f).to(dev());
+  at::Tensor g = f * 10;
+  ASSERT_EQ(sites().size(), 3u);
+  EXPECT_EQ(sites()[2].dtype, "float32");
+  EXPECT_FALSE(sites()[2].rounding);
+  EXPECT_EQ(sites()[2].out_inf, 2);
+  EXPECT_NEAR(sites()[2].in_max_abs, 3e38, 1e32);
+}
+
+// Saturation mode keeps results finite; the site still counts what overflowed.
+TEST(FloatStatusOnTensors, SaturationModeOverflowIsStillCounted) {
+  StatusScope s(npu::OverflowMode::kSaturation);
+  SiteObserverScope observe;
+  at::Tensor h = at::full({8}, 60000.0f).to(at::kHalf).to(dev());
+  npu::open_overflow_window();
+  at::Tensor big = h * 2;
+  ASSERT_EQ(sites().size(), 1u);
+  EXPECT_EQ(sites()[0].out_inf, 8);
+  EXPECT_DOUBLE_EQ(sites()[0].out_max_abs, 120000.0);
+  // No window open, no observer call (the register is still raised).
+  npu::clear_float_status(0);
+  at::Tensor more = h * 2;
+  EXPECT_EQ(sites().size(), 1u);
+  EXPECT_TRUE(npu::get_float_status(0));
+}

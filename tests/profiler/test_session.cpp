@@ -146,6 +146,43 @@ TEST(RecordingSession, DeviceInternalWorkIsNotRecorded) {
   EXPECT_EQ(db.scalar("SELECT count(*) FROM ops WHERE step=1 AND parent_id IS NULL"), 1);
 }
 
+// With float-status tracking on, each step's first overflowing op becomes an overflow event of
+// source first_op, linked to that op's row: step 1's mul (300 * 300 past fp16's 65504), not the
+// add after it; step 0 overflowed nowhere; step 2 overflows again in its own first op.
+TEST(RecordingSession, EachStepNamesItsFirstOverflowingOp) {
+  const std::string p = tempPath("first_overflow.db");
+  npu::set_float_status_tracking(true);
+  {
+    auto s = RecordingSession::start({p, RunInfo{}, Schedule()});
+    ASSERT_TRUE(s.isOk());
+    at::Tensor h = at::full({16}, 300.0f).to(at::kHalf).to(npu::device(0));
+    at::Tensor ok = h + h;  // step 0: 600, fine
+    (*s)->step();
+    at::Tensor small = h * 0.5;
+    at::Tensor big = h * h;     // step 1: the first overflow
+    at::Tensor worse = big + 1;  // inf in, inf out: not the first
+    (*s)->step();
+    at::Tensor again = big - 1;  // step 2: its first op already sees inf
+    (*s)->step();
+    ASSERT_TRUE((*s)->stop().isOk());
+  }
+  npu::set_float_status_tracking(false);
+  npu::clear_float_status(0);
+  Db db(p);
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM overflow_events WHERE source='first_op'"), 2);
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM overflow_events WHERE source='first_op' AND step=0"), 0);
+  EXPECT_EQ(db.strings("SELECT o.name FROM overflow_events e JOIN ops o ON o.id=e.op_id WHERE e.step=1"),
+            std::vector<std::string>{"aten::mul"});
+  EXPECT_EQ(db.scalar("SELECT o.step FROM overflow_events e JOIN ops o ON o.id=e.op_id WHERE e.step=1"), 1);
+  EXPECT_EQ(db.strings("SELECT op_name FROM overflow_events WHERE step=2"), std::vector<std::string>{"aten::sub"});
+  const auto detail = db.strings("SELECT detail FROM overflow_events WHERE step=1");
+  ASSERT_EQ(detail.size(), 1u);
+  EXPECT_NE(detail[0].find("\"phase\": \"forward\""), std::string::npos) << detail[0];
+  EXPECT_NE(detail[0].find("\"out_max_abs\": 90000,"), std::string::npos) << detail[0];
+  EXPECT_NE(detail[0].find("\"out_inf\": 16,"), std::string::npos) << detail[0];
+  EXPECT_NE(detail[0].find("\"in_max_abs\": 300,"), std::string::npos) << detail[0];
+}
+
 TEST(RecordingSession, ScheduleKeepsOnlyActiveSteps) {
   const std::string p = tempPath("schedule.db");
   auto sched = Schedule::parse("skip_first=1,wait=1,warmup=1,active=2,repeat=1");

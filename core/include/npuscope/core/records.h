@@ -50,9 +50,10 @@ struct StepRecord {
 struct OverflowRecord {
   int64_t step = -1;
   int64_t ts_ns = 0;
-  std::string source;  // float_status | nonfinite_grad | dump_check
+  std::string source;  // float_status | nonfinite_grad | dump_check | first_op
   std::string op_name;
   std::string detail;
+  int64_t op_id = -1;  // op_events id of the op it happened in, -1: not known
 };
 
 struct MemoryRecord {

@@ -159,6 +159,7 @@ struct OverflowEventRow {
   int64_t step = -1;  // -1: none
   int64_t ts_ns = 0;
   std::string source, op_name, detail;
+  int64_t op_id = -1;  // op_events id, -1: none (schema 6; source first_op)
 };
 
 struct MemorySample {

@@ -103,6 +103,27 @@ void clear_float_status(int device);
 // Sets the sticky flag of `device` (what an overflowing op does).
 void raise_float_status(int device);
 
+// ---- overflow attribution ---------------------------------------------------------------
+// With tracking on, every op's result is checked; the first result that overflows after
+// open_overflow_window() (a profiler opens one per step) is described to the observer, once:
+// how large it was and what went in. Costs nothing until a result overflows.
+struct OverflowSite {
+  int device = -1;
+  std::string dtype;          // the result's stored dtype (float16, bfloat16, float32)
+  bool rounding = false;      // the fp32 result overflowed when rounded to fp16/bf16
+  int64_t numel = 0;
+  double out_max_abs = 0;     // max |x| over the result's finite elements, before rounding
+  int64_t out_inf = 0, out_nan = 0;  // after rounding (in saturation mode: values that saturated)
+  double in_max_abs = -1;     // max |x| over the op's npu inputs' finite elements, -1: not known
+  int64_t in_inf = 0, in_nan = 0;
+};
+using OverflowSiteObserver = void (*)(const OverflowSite& site);
+void set_overflow_site_observer(OverflowSiteObserver observer);  // nullptr: none
+OverflowSiteObserver overflow_site_observer();
+void open_overflow_window();
+// Closes the window if it is open: true for the one caller that may report.
+bool take_overflow_window();
+
 // ---- internal work ----------------------------------------------------------------------
 // Set while the device does work of its own on behalf of an op (dtype round trips, status
 // checks). Profilers and dumpers skip ops run inside it, so nothing is counted twice.

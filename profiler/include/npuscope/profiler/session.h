@@ -24,6 +24,10 @@
 #include "npuscope/core/trace_writer.h"
 #include "npuscope/core/status.h"
 
+namespace npuscope::npu {
+struct OverflowSite;
+}
+
 namespace npuscope::profiler {
 
 // torch.profiler's schedule: skip `skip_first` steps, then cycles of `wait` idle, `warmup`
@@ -79,6 +83,10 @@ class RecordingSession {
   void amendLastLoss(double loss);
   // Records an overflow event of the current step.
   void overflow(const std::string& source, const std::string& op_name, const std::string& detail);
+  // With float-status tracking on, the device reports the first op of each step whose result
+  // overflowed (npu::OverflowSite); the session records it as an overflow event of source
+  // `first_op` linked to that op's op_events row. Public for the device's observer.
+  void firstOverflowingOp(const npu::OverflowSite& site);
   // Stops recording, writes everything and ends the run with `status`.
   Status stop(const std::string& status = "completed", const std::string& results_json = "");
 
