@@ -3,6 +3,8 @@
 //   added_ns_per_op                   add_ on 16 floats on npu, recording on minus no profiler  <= 500
 //   ratio_off_vs_none                 the same op, callbacks registered but off / no profiler  <= 1.02
 //   ratio_cnn_step_recording_vs_none  a training step of the test CNN, recording / none        <= 1.05
+//   ratio_overflow_attribution_vs_tracking  an overflowing fp16 CNN step with float-status tracking,
+//                                     the first overflowing op described and recorded / tracking only <= 1.05
 //   writer_rows_per_s                 sustained op rows into SQLite by the TraceWriter          >= 1e6
 //   report_seconds_10m_ops            the op table over a generated 10M-op file                <= 2
 // "No profiler" means the callbacks are not registered with libtorch at all; the blocks of the
@@ -122,6 +124,42 @@ void BM_CnnStepRecording(benchmark::State& state) {
   bench::reportRatio(state, "ratio_cnn_step_recording_vs_none", r, "recording", "none");
 }
 BENCHMARK(BM_CnnStepRecording)->Iterations(40)->Unit(benchmark::kMillisecond);
+
+// An O2-style step of the test CNN (fp16 weights and activations, fp32 loss) whose scaled loss
+// overflows in backward every step, so the step is skipped as AMP skips it (no optimizer step):
+// with float-status tracking on, the session's observer describes and records the step's first
+// overflowing op (A) or no observer is set (B: tracking alone, as before attribution existed).
+void BM_OverflowAttribution(benchmark::State& state) {
+  torch::manual_seed(0);
+  auto model = workloads::makeModel("cnn");
+  if (!model.isOk()) {
+    state.SkipWithError(model.status().message().c_str());
+    return;
+  }
+  std::shared_ptr<workloads::Model> net = *model;
+  net->to(npu::device(0), at::kHalf);
+  const at::Tensor x = at::randn({64, 1, 28, 28}).to(at::kHalf).to(npu::device(0));
+  const at::Tensor y = at::randint(0, 10, {64}, at::kLong).to(npu::device(0));
+  npu::set_float_status_tracking(true);
+  ScratchSession s("overflow.db");
+  const npu::OverflowSiteObserver observer = npu::overflow_site_observer();  // the session's
+  int overflowed = 0;
+  auto step = [&] {
+    net->zero_grad();
+    at::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x).to(at::kFloat), y);
+    (loss * 1e9).backward();  // a loss scale far too large: fp16 gradients overflow
+    overflowed += npu::get_float_status(0);
+    npu::clear_float_status(0);
+    s.session->step(prof::StepMetrics{loss.item<double>()});
+  };
+  const RatioResult r = alternateBlocks(
+      state, [&] { recordingOn(); npu::set_overflow_site_observer(observer); }, step,
+      [&] { recordingOn(); npu::set_overflow_site_observer(nullptr); }, step, 3);
+  bench::reportRatio(state, "ratio_overflow_attribution_vs_tracking", r, "attribution", "tracking");
+  state.counters["overflow_steps"] = overflowed;
+  npu::set_float_status_tracking(false);
+}
+BENCHMARK(BM_OverflowAttribution)->Iterations(30)->Unit(benchmark::kMillisecond);
 
 // Op records shaped like a training step's: a top-level op with three children, the middle one
 // with two of its own, on two threads; 40 names and 100 shape lists.

@@ -153,7 +153,18 @@ void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& sche
     const bool is_write = (args[i].alias_info() && args[i].alias_info()->isWrite()) ||
                           args[i].name() == "running_mean" || args[i].name() == "running_var";
     if (v.isTensor()) {
-      if (isNpu(v.toTensor())) v = prepare(st, v.toTensor(), is_write);
+      const at::Tensor& t = v.toTensor();
+      if (isNpu(t)) {
+        v = prepare(st, t, is_write);
+      } else if (!is_write && t.defined() && t.dim() == 0 && t.scalar_type() == c10::kDouble && t.device().is_cpu() &&
+                 !t.unsafeGetTensorImpl()->is_wrapped_number()) {
+        // A 0-dim CPU double beside npu tensors is a scalar (the device has no fp64): libtorch's
+        // C++ autograd passes Scalars so (MulBackward1: grad * scalar_to_tensor(other)), and
+        // between two 0-dim tensors it would otherwise promote the result to double.
+        at::Tensor w = at::scalar_tensor(t.item<double>(), t.options());
+        w.unsafeGetTensorImpl()->set_wrapped_number(true);
+        v = w;
+      }
     } else if (v.isTensorList()) {
       c10::List<at::Tensor> out;
       for (const at::Tensor& t : v.toTensorList()) out.push_back(prepare(st, t, is_write));

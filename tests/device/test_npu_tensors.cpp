@@ -213,6 +213,23 @@ TEST(FloatStatusOnTensors, DoubleScalarsAreFineWithTrackingOn) {
   }
 }
 
+// libtorch's C++ autograd turns a Scalar into a 0-dim CPU double tensor (MulBackward1 of
+// `loss * 1e9`); beside a 0-dim npu tensor it is a scalar, not a reason to compute in fp64.
+TEST(NpuTensors, ZeroDimCpuDoubleBesideZeroDimNpuIsAScalar) {
+  StatusScope tracking(npu::OverflowMode::kInfNan);  // every op through the checked path
+  at::Tensor l = at::full({}, 2.0f).to(dev()).requires_grad_();
+  EXPECT_EQ(errorOf([&] {
+              at::Tensor r = l * at::scalar_tensor(1e9);  // not a wrapped number
+              EXPECT_EQ(r.scalar_type(), at::kFloat);
+              EXPECT_EQ(r.cpu().item<float>(), 2e9f);
+              (l * 1e9).backward();
+            }),
+            "");
+  ASSERT_TRUE(l.grad().defined());
+  EXPECT_EQ(l.grad().scalar_type(), at::kFloat);
+  EXPECT_EQ(l.grad().cpu().item<float>(), 1e9f);
+}
+
 TEST(FloatStatusOnTensors, TrackingOffLeavesTheRegisterAlone) {
   npu::set_float_status_tracking(false);
   npu::clear_float_status(0);
