@@ -1,4 +1,5 @@
 #include "npuscope/gui/models.h"
+#include "npuscope/core/overflow_text.h"
 
 #include <QBrush>
 #include <QColor>
@@ -221,6 +222,10 @@ void OverflowModel::setEvents(std::vector<OverflowEventRow> events) {
   endResetModel();
 }
 
+const OverflowEventRow* OverflowModel::eventAt(int row) const {
+  return row >= 0 && row < static_cast<int>(events_.size()) ? &events_[static_cast<size_t>(row)] : nullptr;
+}
+
 int OverflowModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(events_.size());
 }
@@ -233,8 +238,20 @@ QVariant OverflowModel::data(const QModelIndex& index, int role) const {
     switch (index.column()) {
       case kStep: return e.step >= 0 ? QVariant(static_cast<qlonglong>(e.step)) : QVariant(QStringLiteral("\u2013"));
       case kSource: return QString::fromStdString(e.source);
-      case kOp: return QString::fromStdString(e.op_name);
-      case kDetail: return QString::fromStdString(e.detail);
+      case kOp:
+        return e.op_id >= 0 ? QString("%1 #%2").arg(QString::fromStdString(e.op_name)).arg(e.op_id)
+                            : QString::fromStdString(e.op_name);
+      case kDetail: {
+        if (e.source != "first_op") return QString::fromStdString(e.detail);
+        // The description after the op's name and id (those have their column).
+        const std::string text = describeOverflowEvent(e);
+        const size_t colon = text.find(": ");
+        const QString rest = QString::fromStdString(colon == std::string::npos ? text : text.substr(colon + 2));
+        const size_t open = text.find(" (");
+        const QString phase = open == std::string::npos ? QString() : QString::fromStdString(text.substr(open + 2, text.find(')', open) - open - 2));
+        return role == Qt::ToolTipRole && e.op_id >= 0 ? tr("%1: %2 — double-click to open the op in the timeline").arg(phase, rest)
+                                                      : QString("%1: %2").arg(phase, rest);
+      }
     }
   }
   return {};

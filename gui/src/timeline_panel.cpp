@@ -324,4 +324,12 @@ void TimelinePanel::openStep(int64_t step) {
   summarizeRange(s->start_ns, s->start_ns + s->dur_ns);
 }
 
+bool TimelinePanel::openOp(int64_t op_id) {
+  const TimelineData* d = view_->data();
+  const SliceRef r = d ? d->findById(op_id) : SliceRef{};
+  if (!r.valid()) return false;
+  view_->selectSlice(r, true);
+  return true;
+}
+
 }  // namespace npuscope::gui

@@ -1,4 +1,5 @@
 #include "npuscope/gui/training_view.h"
+#include "npuscope/core/overflow_text.h"
 
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -143,6 +144,9 @@ TrainingView::TrainingView(TraceDocument* doc, QWidget* parent) : QWidget(parent
   step_label_ = new QLabel(tr("Click a marker, a point or a step row."), this);
   step_label_->setWordWrap(true);
   step_label_->setTextFormat(Qt::RichText);
+  connect(step_label_, &QLabel::linkActivated, this, [this](const QString& link) {
+    if (link.startsWith("op:")) emit opActivated(link.mid(3).toLongLong());
+  });
   auto* open = new QPushButton(tr("Open step in timeline"), this);
   connect(open, &QPushButton::clicked, this, [this] {
     if (shown_ >= 0) emit stepActivated(shown_);
@@ -153,6 +157,10 @@ TrainingView::TrainingView(TraceDocument* doc, QWidget* parent) : QWidget(parent
   ov_table->verticalHeader()->hide();
   ov_table->verticalHeader()->setDefaultSectionSize(20);
   ov_table->horizontalHeader()->setStretchLastSection(true);
+  connect(ov_table, &QTableView::activated, this, [this](const QModelIndex& i) {
+    const OverflowEventRow* e = overflow_->eventAt(i.row());
+    if (e && e->op_id >= 0) emit opActivated(e->op_id);
+  });
   dumps_ = new DumpTableModel(this);
   auto* dump_table = new QTableView(this);
   dump_table->setModel(dumps_);
@@ -292,6 +300,15 @@ void TrainingView::showStep(int64_t step) {
             .arg(s->skipped ? tr(", <span style='color:#b36b00'><b>optimizer step skipped</b></span>") : QString()));
   } else {
     step_label_->setText(tr("<b>Step %1</b> (not recorded)").arg(step));
+  }
+  for (const auto& e : events) {
+    if (e.source != "first_op") continue;
+    const QString op = QString::fromStdString(e.op_name).toHtmlEscaped();
+    step_label_->setText(step_label_->text() +
+                         tr("<br>First overflowing op: %1")
+                             .arg(e.op_id >= 0 ? QString("<a href='op:%1'>%2 #%1</a>").arg(e.op_id).arg(op) : op) +
+                         "<br><small>" + QString::fromStdString(describeOverflowEvent(e)).toHtmlEscaped() + "</small>");
+    break;
   }
   overflow_->setEvents(std::move(events));
   dumps_->setDumps(std::move(dumps));

@@ -1,5 +1,6 @@
 #include "cli/report.h"
 #include "cli/fail.h"
+#include "npuscope/core/overflow_text.h"
 
 #include <algorithm>
 #include <cmath>
@@ -49,36 +50,9 @@ StatusOr<RunRow> pickRun(TraceReader& reader, int64_t run) {
 }
 
 // What a step summary says, computed once for text and JSON.
-
-// A first_op overflow event in words: the op, where it ran, what its result held and what went in,
-// e.g. "aten::mul #1234 (backward): float16 result of 4096, 12 overflowed (max |x| 7.1e+04 before
-// rounding), 0 NaN; inputs max |x| 271, no inf/NaN".
-std::string firstOpText(const OverflowEventRow& e) {
-  const nlohmann::json d = nlohmann::json::parse(e.detail, nullptr, false);
-  std::string text = e.op_name.empty() ? std::string("(no op)") : e.op_name;
-  if (e.op_id >= 0) text += " #" + std::to_string(e.op_id);
-  if (!d.is_object()) return text;
-  auto num = [&](const char* k) { return d.contains(k) && d[k].is_number() ? d[k].get<double>() : 0.0; };
-  char buf[400];
-  std::snprintf(buf, sizeof(buf), " (%s): %s result of %.0f, %.0f overflowed, %.0f NaN (max finite |x| %.3g%s)",
-                d.value("phase", std::string("?")).c_str(), d.value("dtype", std::string("?")).c_str(), num("numel"),
-                num("out_inf"), num("out_nan"), num("out_max_abs"), d.value("rounding", false) ? " before rounding" : "");
-  text += buf;
-  if (num("in_max_abs") < 0) {
-    text += "; inputs not measured";
-  } else if (num("in_inf") + num("in_nan") > 0) {
-    std::snprintf(buf, sizeof(buf), "; inputs already had %.0f inf and %.0f NaN (max finite |x| %.3g)", num("in_inf"),
-                  num("in_nan"), num("in_max_abs"));
-    text += buf;
-  } else {
-    std::snprintf(buf, sizeof(buf), "; inputs finite, max |x| %.3g", num("in_max_abs"));
-    text += buf;
-  }
-  return text;
-}
-
 struct StepSummary {
   int64_t recorded = 0;
+  int64_t total_ns = 0, skipped_ns = 0;  // step time in all, and in steps AMP skipped (lost work)
   std::vector<int64_t> durations;
   int64_t host_ns = 0, device_busy_ns = 0;  // over steps that have modeled device time
   int64_t overflow_steps = 0, skipped_steps = 0;
@@ -99,6 +73,8 @@ StepSummary summarize(const std::vector<StepRow>& steps, const std::vector<StepD
     s.durations.push_back(r.dur_ns);
     s.overflow_steps += r.overflow;
     s.skipped_steps += r.skipped;
+    s.total_ns += r.dur_ns;
+    if (r.skipped) s.skipped_ns += r.dur_ns;
     if (r.loss) {
       if (!s.first_loss) s.first_loss = r.loss;
       s.last_loss = r.loss;
@@ -193,8 +169,13 @@ void printSteps(const StepSummary& s, bool real_device) {
     }
     if (s.scale_changes.size() > show) std::printf("    ... %zu more\n", s.scale_changes.size() - show);
   }
-  std::printf("  overflow steps %lld, skipped steps %lld\n", static_cast<long long>(s.overflow_steps),
+  std::printf("  overflow steps %lld, skipped steps %lld", static_cast<long long>(s.overflow_steps),
               static_cast<long long>(s.skipped_steps));
+  if (s.skipped_steps > 0 && s.total_ns > 0) {
+    std::printf(": %s of step time lost to skipped steps (%.1f%%)", formatDuration(s.skipped_ns).c_str(),
+                100.0 * static_cast<double>(s.skipped_ns) / static_cast<double>(s.total_ns));
+  }
+  std::printf("\n");
 }
 
 // The real device's tasks of an imported run, by total time.
@@ -309,6 +290,8 @@ int runReport(const ReportOptions& o) {
     j["steps"] = {{"recorded", summary.recorded},
                   {"overflow_steps", summary.overflow_steps},
                   {"skipped_steps", summary.skipped_steps},
+                  {"skipped_ns", summary.skipped_ns},
+                  {"step_ns", summary.total_ns},
                   {"host_ns_with_device_time", summary.host_ns},
                   {"device_busy_ns", summary.device_busy_ns}};
     if (!summary.durations.empty()) {
@@ -357,7 +340,7 @@ int runReport(const ReportOptions& o) {
   for (size_t i = 0; i < show; ++i) {
     const OverflowEventRow& e = (*overflows)[i];
     if (e.source == "first_op") {
-      std::printf("  step %-8lld %-16s %s\n", static_cast<long long>(e.step), e.source.c_str(), firstOpText(e).c_str());
+      std::printf("  step %-8lld %-16s %s\n", static_cast<long long>(e.step), e.source.c_str(), describeOverflowEvent(e).c_str());
       continue;
     }
     std::printf("  step %-8lld %-16s %s%s%s\n", static_cast<long long>(e.step), e.source.c_str(), e.op_name.c_str(),

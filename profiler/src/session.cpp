@@ -58,7 +58,7 @@ void RecordingSession::firstOverflowingOp(const npu::OverflowSite& site) {
                 "{\"phase\": \"%s\", \"device\": %d, \"dtype\": \"%s\", \"rounding\": %s, \"numel\": %lld, "
                 "\"out_max_abs\": %.9g, \"out_inf\": %lld, \"out_nan\": %lld, \"in_max_abs\": %.9g, "
                 "\"in_inf\": %lld, \"in_nan\": %lld}",
-                op.backward ? "backward" : "forward", site.device, site.dtype.c_str(), site.rounding ? "true" : "false",
+                !in_op ? "unknown" : op.backward ? "backward" : "forward", site.device, site.dtype.c_str(), site.rounding ? "true" : "false",
                 static_cast<long long>(site.numel), site.out_max_abs, static_cast<long long>(site.out_inf),
                 static_cast<long long>(site.out_nan), site.in_max_abs, static_cast<long long>(site.in_inf),
                 static_cast<long long>(site.in_nan));

@@ -288,6 +288,7 @@ inline StatusOr<SyntheticRunInfo> writeSyntheticRun(TraceWriter& w, const Synthe
 
     // Backward on the autograd thread (id 2): nodes in reverse order of the forward pass.
     int64_t bt = t + 5'000;
+    int64_t first_backward_leaf = -1;  // where an overflow step's first overflow happens
     for (auto it = fwd.rbegin(); it != fwd.rend(); ++it) {
       const char* node = it->layer ? it->layer->backward : "NllLossBackward0";
       const int64_t dev = it->layer ? it->layer->device_ns * 2 : 6'000;
@@ -310,8 +311,9 @@ inline StatusOr<SyntheticRunInfo> writeSyntheticRun(TraceWriter& w, const Synthe
         leafOp(2, "aten::mm", "[[10, 64], [64, 128]]", "c10::Half, c10::Half", bt + 3'000 + half, half, nd.id, 2, -1,
                true, dev / 2);
       } else {
-        leafOp(2, inner, shp, it->layer ? it->layer->dtypes : "float, float", bt + 2'000, host - 5'000, nd.id, 2, -1,
-               true, dev > 0 ? dev : -1);
+        const OpRecord leaf = leafOp(2, inner, shp, it->layer ? it->layer->dtypes : "float, float", bt + 2'000,
+                                     host - 5'000, nd.id, 2, -1, true, dev > 0 ? dev : -1);
+        if (first_backward_leaf < 0) first_backward_leaf = leaf.id;
       }
       e.push(nd);
       e.push(ev);
@@ -381,6 +383,18 @@ inline StatusOr<SyntheticRunInfo> writeSyntheticRun(TraceWriter& w, const Synthe
       ng.op_name = "AddmmBackward0";
       ng.detail = "inf in grad of fc2.weight";
       w.addOverflow(ng);
+      // As float-status tracking records it: the step's first op whose result overflowed (the
+      // loss gradient's mul, scaled past fp16), linked to its op row.
+      OverflowRecord first;
+      first.step = step;
+      first.ts_ns = ov.ts_ns - 50'000;
+      first.source = "first_op";
+      first.op_name = "aten::mul";
+      first.op_id = first_backward_leaf;
+      first.detail = "{\"phase\": \"backward\", \"device\": 0, \"dtype\": \"float16\", \"rounding\": true, "
+                     "\"numel\": 640, \"out_max_abs\": 131072, \"out_inf\": 12, \"out_nan\": 0, "
+                     "\"in_max_abs\": 2.5, \"in_inf\": 0, \"in_nan\": 0}";
+      w.addOverflow(first);
       scale = std::max(1.0, scale / 2);
       clean = 0;
     } else if (++clean == 25) {

@@ -339,7 +339,8 @@ TEST(Screenshots, RealRecordedRun) {
     QStringList args{"train", "--dataset", "synthetic", "--model", "cnn", "--steps", "12", "--opt-level", level,
                      "--optimizer", "adam", "--lr", "1e-3", "--dump-config", QString::fromStdString(acl),
                      "--db", QString::fromStdString(db)};
-    if (QString(level) == "O2") args << "--dynamic-init-scale" << "16777216";  // overflows: skipped steps
+    // Overflows: skipped steps, each naming its first overflowing op (float-status tracking).
+    if (QString(level) == "O2") args << "--dynamic-init-scale" << "16777216" << "--overflow-check-by" << "float_status";
     ASSERT_NO_FATAL_FAILURE(runCli(args));
   }
 
@@ -354,7 +355,7 @@ TEST(Screenshots, RealRecordedRun) {
   w.operators()->table()->selectRow(0);
   save(&w, "real_03_operators");
   w.tabs()->setCurrentWidget(w.training());
-  w.training()->showStep(0);
+  w.training()->showStep(1);  // a skipped step with its first overflowing op
   save(&w, "real_04_training");
   w.tabs()->setCurrentWidget(w.dumps());
   ASSERT_GT(w.dumps()->model()->rowCount(), 10) << "the O2 run's step 6 was dumped";

@@ -98,7 +98,7 @@ TEST_F(GuiTest, EveryItemModelPassesTheModelTester) {
   OverflowModel ov;
   QAbstractItemModelTester t5(&ov, QAbstractItemModelTester::FailureReportingMode::Fatal);
   ov.setEvents(doc->overflowEvents());
-  EXPECT_EQ(ov.rowCount(), 4);
+  EXPECT_EQ(ov.rowCount(), 6);  // two overflow steps: float_status, nonfinite_grad and first_op each
 
   DumpTableModel dumps;
   QAbstractItemModelTester t6(&dumps, QAbstractItemModelTester::FailureReportingMode::Fatal);
@@ -470,13 +470,52 @@ TEST_F(GuiTest, TrainingMarkersOpenTheStepWithItsOverflowsAndDumps) {
   ASSERT_EQ(activated.count(), 1);
   EXPECT_EQ(activated.at(0).at(0).toLongLong(), 3);
   EXPECT_EQ(t->shownStep(), 3);
-  EXPECT_EQ(t->overflowModel()->rowCount(), 2);
+  EXPECT_EQ(t->overflowModel()->rowCount(), 3);
   EXPECT_EQ(t->dumpModel()->rowCount(), 6);
   // The main window switched to the timeline framing step 3 with its summary.
   EXPECT_EQ(w.tabs()->currentWidget(), static_cast<QWidget*>(w.timeline()));
   const StepRow* s = w.document()->timeline()->stepByIndex(3);
   EXPECT_EQ(w.timeline()->view()->range().begin_ns, s->start_ns);
   EXPECT_GT(w.timeline()->rangeModel()->rowCount(), 5);
+}
+
+// The step's first overflowing op (source first_op): named with its id and numbers in the events
+// table and the step label; activating it selects exactly that op in the timeline.
+TEST_F(GuiTest, FirstOverflowingOpOpensInTheTimeline) {
+  MainWindow w;
+  w.setSynchronous(true);
+  ASSERT_TRUE(w.openFile(QString::fromStdString(twoRunFixture().path), true));
+  w.selectRuns({twoRunFixture().o1.run_id});
+  TrainingView* t = w.training();
+  t->showStep(8);
+  const OverflowModel* m = t->overflowModel();
+  int row = -1;
+  for (int r = 0; r < m->rowCount(); ++r) {
+    if (m->eventAt(r)->source == "first_op") row = r;
+  }
+  ASSERT_GE(row, 0);
+  const int64_t id = m->eventAt(row)->op_id;
+  ASSERT_GT(id, 0);
+  EXPECT_EQ(m->index(row, OverflowModel::kOp).data().toString(), QString("aten::mul #%1").arg(id));
+  EXPECT_EQ(m->index(row, OverflowModel::kDetail).data().toString(),
+            "backward: float16 result of 640, 12 overflowed, 0 NaN (max finite |x| 1.31e+05 before rounding); "
+            "inputs finite, max |x| 2.5");
+  QSignalSpy opened(t, &TrainingView::opActivated);
+  QTableView* table = nullptr;
+  for (QTableView* v : t->findChildren<QTableView*>()) {
+    if (v->model() == m) table = v;
+  }
+  ASSERT_NE(table, nullptr);
+  emit table->activated(m->index(row, 0));  // a double-click or Enter on the row
+  ASSERT_EQ(opened.count(), 1);
+  EXPECT_EQ(opened.at(0).at(0).toLongLong(), id);
+  EXPECT_EQ(w.tabs()->currentWidget(), static_cast<QWidget*>(w.timeline()));
+  const TimelineData* d = w.document()->timeline();
+  const SliceRef sel = w.timeline()->view()->selectedSlice();
+  ASSERT_TRUE(sel.valid());
+  EXPECT_EQ(d->slice(sel).id, id);
+  EXPECT_EQ(d->str(d->slice(sel).name), "aten::mul");
+  EXPECT_EQ(d->slice(sel).step, 8);
 }
 
 TEST_F(GuiTest, DumpHistogramDecodesThePayloadAndCountsNonFinite) {

@@ -79,6 +79,7 @@ class OverflowModel : public QAbstractTableModel {
   enum Column { kStep, kSource, kOp, kDetail, kColumnCount };
   using QAbstractTableModel::QAbstractTableModel;
   void setEvents(std::vector<OverflowEventRow> events);
+  const OverflowEventRow* eventAt(int row) const;
   int rowCount(const QModelIndex& parent = QModelIndex()) const override;
   int columnCount(const QModelIndex& parent = QModelIndex()) const override;
   QVariant data(const QModelIndex& index, int role) const override;

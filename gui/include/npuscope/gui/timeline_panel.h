@@ -41,6 +41,8 @@ class TimelinePanel : public QWidget {
   void summarizeRange(int64_t begin_ns, int64_t end_ns);
   // Opens a step: fits it and shows its summary.
   void openStep(int64_t step);
+  // Selects the op with this op_events id and brings it into view; false when it is not loaded.
+  bool openOp(int64_t op_id);
 
  private:
   void onRunLoaded(qint64 run_id, bool refreshed);

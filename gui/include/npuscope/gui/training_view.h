@@ -43,6 +43,8 @@ class TrainingView : public QWidget {
 
  signals:
   void stepActivated(qint64 step);
+  // An op to open in the timeline (a step's first overflowing op), by its op_events id.
+  void opActivated(qint64 op_id);
 
  private:
   void pick(double x);
