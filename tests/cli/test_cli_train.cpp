@@ -1,5 +1,7 @@
 // `npuscope train` end to end, as a user runs it: results printed, errors as one line + exit 1.
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -89,6 +91,34 @@ TEST(CliTrain, O2WithAnOverflowingScaleSkipsBacksOffAndRecordsIt) {
   EXPECT_NE(rep.out.find("backoff"), std::string::npos) << rep.out;
   EXPECT_EQ(rep.out.find("Overflow events: 0"), std::string::npos) << rep.out;
   EXPECT_NE(rep.out.find("skipped steps " + std::to_string(static_cast<int>(skipped))), std::string::npos) << rep.out;
+}
+
+// With float-status tracking, every skipped step names its first overflowing op, linked to a
+// recorded op of that step and run in backward (2^24 overflows the fp16 gradients there), and the
+// report counts the step time the skipped steps cost.
+TEST(CliTrain, FloatStatusNamesEachOverflowStepsFirstOp) {
+  const std::string db = scratchPath("first_op.db");
+  CliRun r = run("train --dataset synthetic --model cnn --steps 8 --opt-level O2 --optimizer adam --lr 1e-3"
+                 " --dynamic-init-scale 16777216 --overflow-check-by float_status --db " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const int skipped = static_cast<int>(resultOf(db, 1, "skipped_steps"));
+  ASSERT_GE(skipped, 2) << r.out;
+  CliRun js = run("report --json " + db, false);
+  ASSERT_EQ(js.exit_code, 0) << js.out;
+  const nlohmann::json j = nlohmann::json::parse(js.out);
+  int linked = 0;
+  for (const auto& e : j["overflow_events"]) {
+    if (e["source"] != "first_op" || e["op_id"].is_null()) continue;
+    ++linked;
+    EXPECT_NE(e["detail"].get<std::string>().find("\"phase\": \"backward\""), std::string::npos) << e.dump();
+    EXPECT_EQ(e["op_name"].get<std::string>().rfind("aten::", 0), 0u) << e.dump();
+  }
+  // Step 0's first overflow may come before the first recorded op; every later skipped step's does not.
+  EXPECT_GE(linked, skipped - 1) << js.out;
+  EXPECT_GT(j["steps"]["skipped_ns"].get<int64_t>(), 0);
+  CliRun rep = run("report " + db);
+  EXPECT_NE(rep.out.find("of step time lost to skipped steps"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("first_op         aten::"), std::string::npos) << rep.out;
 }
 
 // A run saved after 4 steps and resumed for 4 more ends exactly where 8 uninterrupted steps end.
