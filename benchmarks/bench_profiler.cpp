@@ -95,15 +95,22 @@ void BM_SmallOpOff(benchmark::State& state) {
 }
 BENCHMARK(BM_SmallOpOff)->Iterations(200)->Unit(benchmark::kMillisecond);
 
-void BM_CnnStepRecording(benchmark::State& state) {
+// The test CNN on npu:0 (seed 0) in `dtype`, or null with the benchmark skipped.
+std::shared_ptr<workloads::Model> cnnOnNpu(benchmark::State& state, at::ScalarType dtype) {
   torch::manual_seed(0);
   auto model = workloads::makeModel("cnn");
   if (!model.isOk()) {
     state.SkipWithError(model.status().message().c_str());
-    return;
+    return nullptr;
   }
   std::shared_ptr<workloads::Model> net = *model;
-  net->to(npu::device(0));
+  net->to(npu::device(0), dtype);
+  return net;
+}
+
+void BM_CnnStepRecording(benchmark::State& state) {
+  std::shared_ptr<workloads::Model> net = cnnOnNpu(state, at::kFloat);
+  if (!net) return;
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   const at::Tensor x = at::randn({64, 1, 28, 28}).to(npu::device(0));
   const at::Tensor y = at::randint(0, 10, {64}, at::kLong).to(npu::device(0));
@@ -130,14 +137,8 @@ BENCHMARK(BM_CnnStepRecording)->Iterations(40)->Unit(benchmark::kMillisecond);
 // with float-status tracking on, the session's observer describes and records the step's first
 // overflowing op (A) or no observer is set (B: tracking alone, as before attribution existed).
 void BM_OverflowAttribution(benchmark::State& state) {
-  torch::manual_seed(0);
-  auto model = workloads::makeModel("cnn");
-  if (!model.isOk()) {
-    state.SkipWithError(model.status().message().c_str());
-    return;
-  }
-  std::shared_ptr<workloads::Model> net = *model;
-  net->to(npu::device(0), at::kHalf);
+  std::shared_ptr<workloads::Model> net = cnnOnNpu(state, at::kHalf);
+  if (!net) return;
   const at::Tensor x = at::randn({64, 1, 28, 28}).to(at::kHalf).to(npu::device(0));
   const at::Tensor y = at::randint(0, 10, {64}, at::kLong).to(npu::device(0));
   npu::set_float_status_tracking(true);
