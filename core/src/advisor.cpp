@@ -32,6 +32,11 @@ std::string pct(double share) {
   return b;
 }
 
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return s;
+}
+
 std::string gib(int64_t bytes) {
   char b[32];
   std::snprintf(b, sizeof b, "%.2f GiB", static_cast<double>(bytes) / static_cast<double>(int64_t{1} << 30));
@@ -215,6 +220,127 @@ void memoryCapacity(const std::vector<MemoryPeak>& peaks, const AdvisorOptions& 
   }
 }
 
+
+// The ops of one step on every thread (the steps' middle one: past the first step's warm-up).
+StatusOr<std::vector<OpSlice>> opsOfStep(TraceReader& reader, int64_t run_id, const StepRow& step) {
+  ASSIGN_OR_RETURN(std::vector<ThreadSummary> threads, reader.threads(run_id));
+  std::vector<OpSlice> out;
+  for (const ThreadSummary& t : threads) {
+    TimelineQuery q;
+    q.run_id = run_id;
+    q.thread_id = t.thread_id;
+    q.window = TimeWindow{step.start_ns, step.start_ns + step.dur_ns};
+    ASSIGN_OR_RETURN(std::vector<OpSlice> ops, reader.timeline(q));
+    for (OpSlice& o : ops) {
+      if (o.start_ns >= step.start_ns) out.push_back(o);
+    }
+  }
+  return out;
+}
+
+// The Cube's ops: matrix multiplies and convolutions.
+bool isCubeOp(std::string_view name) {
+  static const std::set<std::string_view> kCube = {
+      "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
+      "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::_convolution",
+      "aten::convolution_overrideable", "aten::convolution_backward", "aten::convolution_backward_overrideable"};
+  return kCube.count(name) > 0;
+}
+
+// Its floating inputs are all fp32 (dtypes recorded: "float, float, Scalar").
+bool fp32Inputs(std::string_view dtypes) {
+  if (dtypes.empty()) return false;
+  bool any_float = false;
+  size_t at = 0;
+  while (at <= dtypes.size()) {
+    size_t comma = dtypes.find(',', at);
+    if (comma == std::string_view::npos) comma = dtypes.size();
+    std::string_view t = dtypes.substr(at, comma - at);
+    while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
+    while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+    if (t == "float") any_float = true;
+    if (t == "c10::Half" || t == "c10::BFloat16" || t == "double") return false;
+    at = comma + 1;
+  }
+  return any_float;
+}
+
+void fp32Cube(const RunRow& run, const std::vector<OpSlice>& ops, const StepRow& step, const AdvisorOptions& o,
+              std::vector<Finding>* out) {
+  if (run.opt_level != "O1" && run.opt_level != "O2") return;
+  // What ran on the Cube is the innermost matmul/convolution: an outer one (aten::conv2d) may
+  // take fp32 and cast inside (amp's O1 casting a model's fp32 input) before its inner one runs.
+  // Only ops on an npu count: the emulator's own CPU kernels beneath them compute in fp32.
+  auto onCube = [](const OpSlice& s) { return s.device >= 0 && isCubeOp(s.name); };
+  std::set<int64_t> has_cube_child;
+  for (const OpSlice& s : ops) {
+    if (onCube(s)) has_cube_child.insert(s.parent_id);
+  }
+  int64_t cube_ns = 0, fp32_ns = 0, fp32_calls = 0, cube_calls = 0;
+  std::map<std::string, int64_t> names;  // fp32 calls by op name and shapes
+  for (const OpSlice& s : ops) {
+    if (!onCube(s) || has_cube_child.count(s.id)) continue;
+    const int64_t t = s.device_dur_ns >= 0 ? s.device_dur_ns : s.dur_ns;
+    cube_ns += t;
+    ++cube_calls;
+    if (!fp32Inputs(s.input_dtypes)) continue;
+    fp32_ns += t;
+    ++fp32_calls;
+    ++names[std::string(s.name) + (s.input_shapes.empty() ? "" : " " + std::string(s.input_shapes))];
+  }
+  if (fp32_calls == 0 || cube_ns <= 0) return;
+  const double share = static_cast<double>(fp32_ns) / static_cast<double>(cube_ns);
+  if (share < o.fp32_cube_share_min) return;
+  Finding f;
+  f.rule = "fp32_cube";
+  f.severity = share >= 0.5 ? Severity::kWarning : Severity::kInfo;
+  f.title = std::to_string(fp32_calls) + " of " + std::to_string(cube_calls) + " matmuls/convolutions run in fp32 under " +
+            run.opt_level + " (" + pct(share) + " of their time)";
+  f.evidence = "step " + std::to_string(step.step) + ": " + ms(fp32_ns) + " of " + ms(cube_ns) + " in fp32:";
+  int shown = 0;
+  for (const auto& [name, calls] : names) {
+    f.ops.push_back(name.substr(0, name.find(' ')));
+    if (shown++ < 4) f.evidence += (shown > 1 ? "," : "") + std::string(" ") + name + " x" + std::to_string(calls);
+  }
+  if (names.size() > 4) f.evidence += ", ...";
+  f.steps.push_back(step.step);
+  f.suggestion = "Ascend's Cube computes fp16 natively and fp32 at a fraction of that rate: under " + run.opt_level +
+                 " these should get fp16 inputs. Find why they escape the cast (a functional call amp does not "
+                 "patch, a layer kept fp32, inputs cast back with .float()), or keep them fp32 on purpose";
+  out->push_back(std::move(f));
+}
+
+// Per-parameter optimizer math: PyTorch marks an optimizer's step "Optimizer.step#Adam.step";
+// many small ops under it are one kernel launch per parameter and tensor, where a fused optimizer
+// on combined tensors (torch_npu's NpuFused*) launches a few.
+void unfusedOptimizer(const std::vector<OpSlice>& ops, const StepRow& step, const AdvisorOptions& o,
+                      std::vector<Finding>* out) {
+  for (const OpSlice& s : ops) {
+    if (s.name.rfind("Optimizer.step#", 0) != 0 || s.name.find("Fused") != std::string_view::npos) continue;
+    int64_t inner = 0;
+    for (const OpSlice& c : ops) {
+      inner += c.thread_id == s.thread_id && c.depth > s.depth && c.start_ns >= s.start_ns &&
+               c.start_ns < s.start_ns + s.dur_ns;
+    }
+    if (inner < o.unfused_optimizer_ops_min) continue;
+    const std::string name(s.name);
+    const std::string opt = name.substr(15, name.find('.', 15) - 15);
+    Finding f;
+    f.rule = "unfused_optimizer";
+    f.severity = Severity::kWarning;
+    f.title = name + " runs " + std::to_string(inner) + " ops per step (an unfused optimizer)";
+    f.evidence = "step " + std::to_string(step.step) + ": " + std::to_string(inner) + " ops in " + ms(s.dur_ns) +
+                 ", " + ms(s.dur_ns / std::max<int64_t>(inner, 1)) + " per op (threshold " +
+                 std::to_string(o.unfused_optimizer_ops_min) + " ops)";
+    f.ops.push_back(name);
+    f.steps.push_back(step.step);
+    f.suggestion = "use a fused optimizer on combined tensors: torch_npu's NpuFused" + opt +
+                   " (apex.optimizers.NpuFused" + opt + ", with combine_grad), or npuscope's --optimizer " +
+                   lower(opt) + ", which is fused";
+    out->push_back(std::move(f));
+    return;  // one finding per run
+  }
+}
 }  // namespace
 
 StatusOr<std::vector<Finding>> advise(TraceReader& reader, int64_t run_id, const AdvisorOptions& o) {
@@ -239,6 +365,13 @@ StatusOr<std::vector<Finding>> advise(TraceReader& reader, int64_t run_id, const
   skippedSteps(steps, o, &out);
   lossScale(steps, o, &out);
   memoryCapacity(peaks, o, &out);
+  if (!steps.empty()) {
+    const StepRow& middle = steps[steps.size() / 2];
+    ASSIGN_OR_RETURN(RunRow run, reader.run(run_id));
+    ASSIGN_OR_RETURN(std::vector<OpSlice> step_ops, opsOfStep(reader, run_id, middle));
+    fp32Cube(run, step_ops, middle, o, &out);
+    unfusedOptimizer(step_ops, middle, o, &out);
+  }
   std::stable_sort(out.begin(), out.end(),
                    [](const Finding& a, const Finding& b) { return static_cast<int>(a.severity) > static_cast<int>(b.severity); });
   return out;

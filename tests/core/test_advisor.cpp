@@ -21,6 +21,8 @@ struct Op {
   std::string shapes;
   int64_t dur_ns;
   int32_t step = 0;
+  std::string dtypes;  // recorded input dtypes ("float, float"); the op then ran on npu:0
+  int children = 0;    // ops nested inside it (aten::add_, back to back)
 };
 
 struct Step {
@@ -32,7 +34,7 @@ struct Step {
 // One run: `ops` back to back on one thread (top level), `steps` back to back from t = 0, and
 // one memory sample of `reserved` bytes on npu:0.
 std::string writeRun(const std::string& name, const std::vector<Op>& ops, const std::vector<Step>& steps,
-                     int64_t reserved = int64_t{1} << 30) {
+                     int64_t reserved = int64_t{1} << 30, const std::string& opt_level = "O1") {
   const std::string path = (std::filesystem::temp_directory_path() /
                             ("npuscope_advisor_" + name + "_" + std::to_string(::getpid()) + ".db"))
                                .string();
@@ -42,7 +44,7 @@ std::string writeRun(const std::string& name, const std::vector<Op>& ops, const 
   RunInfo info;
   info.started_ns = 0;
   info.model = name;
-  info.opt_level = "O1";
+  info.opt_level = opt_level;
   EXPECT_TRUE((*w)->beginRun(info).isOk());
   auto buf = (*w)->takeBuffer();
   int64_t t = 0, id = 1;
@@ -55,10 +57,27 @@ std::string writeRun(const std::string& name, const std::vector<Op>& ops, const 
     r.step = o.step;
     r.name_id = StringTable::global().intern(o.name);
     r.shapes_id = o.shapes.empty() ? 0 : StringTable::global().intern(o.shapes);
-    buf->records[buf->size++] = r;
-    if (buf->size == OpBuffer::kCapacity) {
-      EXPECT_TRUE((*w)->submit(buf));
-      buf = (*w)->takeBuffer();
+    r.dtypes_id = o.dtypes.empty() ? 0 : StringTable::global().intern(o.dtypes);
+    r.device = o.dtypes.empty() ? -1 : 0;
+    auto put = [&](const OpRecord& x) {
+      buf->records[buf->size++] = x;
+      if (buf->size == OpBuffer::kCapacity) {
+        EXPECT_TRUE((*w)->submit(buf));
+        buf = (*w)->takeBuffer();
+      }
+    };
+    put(r);
+    for (int c = 0; c < o.children; ++c) {
+      OpRecord k;
+      k.id = id++;
+      k.parent_id = r.id;
+      k.depth = 1;
+      k.dur_ns = o.dur_ns / (2 * o.children);
+      k.start_ns = t + 1 + c * 2 * k.dur_ns;
+      k.thread_id = 1;
+      k.step = o.step;
+      k.name_id = StringTable::global().intern("aten::add_");
+      put(k);
     }
     t += o.dur_ns + 10;
   }
@@ -193,6 +212,46 @@ TEST(Advisor, LossScaleCollapseAndOscillation) {
   EXPECT_EQ(y->severity, Severity::kWarning);
   EXPECT_NE(y->title.find("5 backoffs and 4 growths"), std::string::npos) << y->title;
   EXPECT_EQ(y->steps.size(), 5u);
+}
+
+// Under O1 a linear whose inputs are all fp32 escaped the cast: 3 of 4 Cube calls, 300 of 310
+// µs; the same ops in fp16, or the same run at O0, or without recorded dtypes, are no finding.
+TEST(Advisor, Fp32MatmulsAndConvolutionsUnderO1) {
+  std::vector<Op> ops;
+  for (int i = 0; i < 3; ++i) ops.push_back({"aten::linear", "[[64, 512], [512, 512], [512]]", 100000, 0, "float, float, float"});
+  ops.push_back({"aten::convolution", "[[8, 3, 32, 32], [16, 3, 3, 3]]", 10000, 0, "c10::Half, c10::Half"});
+  const auto f = adviseFile(writeRun("fp32cube", ops, {{10000000, 65536.0}}));
+  const Finding* x = find(f, "fp32_cube");
+  ASSERT_NE(x, nullptr);
+  EXPECT_EQ(x->title, "3 of 4 matmuls/convolutions run in fp32 under O1 (96.8 % of their time)");
+  EXPECT_EQ(x->severity, Severity::kWarning);
+  EXPECT_NE(x->evidence.find("0.300 ms of 0.310 ms in fp32: aten::linear [[64, 512], [512, 512], [512]] x3"),
+            std::string::npos) << x->evidence;
+  EXPECT_EQ(x->ops, std::vector<std::string>{"aten::linear"});
+  EXPECT_EQ(find(adviseFile(writeRun("fp32cube_o0", ops, {{10000000, 65536.0}}, int64_t{1} << 30, "O0")), "fp32_cube"),
+            nullptr);
+  for (Op& o : ops) o.dtypes = o.dtypes.empty() ? "" : "c10::Half, c10::Half, c10::Half";
+  EXPECT_EQ(find(adviseFile(writeRun("fp16cube", ops, {{10000000, 65536.0}})), "fp32_cube"), nullptr);
+  for (Op& o : ops) o.dtypes.clear();
+  EXPECT_EQ(find(adviseFile(writeRun("nodtypes", ops, {{10000000, 65536.0}})), "fp32_cube"), nullptr);
+}
+
+// torch.optim's Adam marks its step; 64 per-parameter ops inside it is an unfused optimizer, 8 is
+// not, and a fused one's mark is never reported.
+TEST(Advisor, UnfusedOptimizerRunsManyOpsPerStep) {
+  const std::vector<Step> one = {{10000000, 65536.0}};
+  const auto f = adviseFile(writeRun("unfused", {{"aten::relu", "", 1000}, {"Optimizer.step#Adam.step", "", 640000, 0, "", 64}}, one));
+  const Finding* x = find(f, "unfused_optimizer");
+  ASSERT_NE(x, nullptr);
+  EXPECT_EQ(x->title, "Optimizer.step#Adam.step runs 64 ops per step (an unfused optimizer)");
+  EXPECT_NE(x->evidence.find("64 ops in 0.640 ms, 0.010 ms per op"), std::string::npos) << x->evidence;
+  EXPECT_NE(x->suggestion.find("NpuFusedAdam"), std::string::npos);
+  EXPECT_NE(x->suggestion.find("--optimizer adam"), std::string::npos);
+  EXPECT_EQ(find(adviseFile(writeRun("few", {{"Optimizer.step#Adam.step", "", 80000, 0, "", 8}}, one)), "unfused_optimizer"),
+            nullptr);
+  EXPECT_EQ(find(adviseFile(writeRun("fused", {{"Optimizer.step#NpuFusedAdam.step", "", 640000, 0, "", 64}}, one)),
+                 "unfused_optimizer"),
+            nullptr);
 }
 
 TEST(Advisor, MemoryNearTheDevicesCapacity) {

@@ -11,6 +11,9 @@
 //   skipped_steps      steps skipped for overflow: how many and the time they cost
 //   loss_scale         the dynamic loss scale collapsing (below 1) or oscillating (many backoffs)
 //   memory_capacity    peak reserved device memory near the device's capacity
+//   fp32_cube          under O1/O2, matmuls and convolutions whose inputs are all fp32 (in the
+//                      steps' middle step; needs recorded dtypes)
+//   unfused_optimizer  an Optimizer.step#X.step (PyTorch's mark) running many small ops per step
 #pragma once
 
 #include <cstdint>
@@ -42,6 +45,8 @@ struct AdvisorOptions {
   int64_t scale_backoffs_oscillating = 4;  // loss-scale decreases in the run
   double memory_share_warn = 0.90;       // of the device's capacity
   int64_t device_capacity_bytes = int64_t{32} << 30;  // Ascend 910: 32 GiB HBM
+  double fp32_cube_share_min = 0.05;     // of the matmul/convolution time of the step
+  int64_t unfused_optimizer_ops_min = 20;  // ops under one optimizer step
 };
 
 // Every rule over run `run_id`, most severe first.
