@@ -30,6 +30,7 @@ struct RecordingSession::Impl {
   int64_t step_start_ns = 0;
   int64_t throttled_ns = 0;
   bool stopped = false;
+  std::atomic<int> paused{0};  // Paused scopes alive: their work is not the step's
   std::optional<StepRecord> last;  // the latest stored step row (amendLastLoss)
 };
 
@@ -45,6 +46,12 @@ void onOverflowSite(const npu::OverflowSite& site) {
 
 void RecordingSession::firstOverflowingOp(const npu::OverflowSite& site) {
   if (impl_->stopped) return;
+  if (impl_->paused.load() > 0) {
+    // Work the session does not record (the dumper's sizing pass): the step's own first
+    // overflowing op is still to come.
+    npu::open_overflow_window();
+    return;
+  }
   recorder::CurrentOp op;
   const bool in_op = recorder::currentOp(&op);
   OverflowRecord o;
@@ -106,10 +113,12 @@ void RecordingSession::applySchedule() {
 }
 
 RecordingSession::Paused::Paused(RecordingSession* session) : session_(session) {
+  if (session_) ++session_->impl_->paused;
   if (session_ && !session_->impl_->stopped) recorder::setMode(false, false);
 }
 
 RecordingSession::Paused::~Paused() {
+  if (session_) --session_->impl_->paused;
   if (session_ && !session_->impl_->stopped) session_->applySchedule();
 }
 

@@ -164,12 +164,21 @@ TEST(RecordingSession, EachStepNamesItsFirstOverflowingOp) {
     (*s)->step();
     at::Tensor again = big - 1;  // step 2: its first op already sees inf
     (*s)->step();
+    {
+      RecordingSession::Paused paused(s->get());  // work the session does not record
+      at::Tensor unseen = h * h;
+    }
+    at::Tensor seen = h * 400.0;  // step 3's first overflow is this one
+    (*s)->step();
     ASSERT_TRUE((*s)->stop().isOk());
   }
   npu::set_float_status_tracking(false);
   npu::clear_float_status(0);
   Db db(p);
-  EXPECT_EQ(db.scalar("SELECT count(*) FROM overflow_events WHERE source='first_op'"), 2);
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM overflow_events WHERE source='first_op'"), 3);
+  EXPECT_EQ(db.strings("SELECT detail FROM overflow_events WHERE step=3 AND source='first_op'").size(), 1u);
+  EXPECT_NE(db.strings("SELECT detail FROM overflow_events WHERE step=3")[0].find("\"out_max_abs\": 120000,"),
+            std::string::npos) << "the paused mul (90000) is not step 3's first overflow";
   EXPECT_EQ(db.scalar("SELECT count(*) FROM overflow_events WHERE source='first_op' AND step=0"), 0);
   EXPECT_EQ(db.strings("SELECT o.name FROM overflow_events e JOIN ops o ON o.id=e.op_id WHERE e.step=1"),
             std::vector<std::string>{"aten::mul"});
