@@ -21,9 +21,10 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 
 if [[ $which == all || $which == thread ]]; then
   cmake -S . -B build-tsan "${common[@]}" -DNPUSCOPE_SANITIZE=thread >/dev/null
-  cmake --build build-tsan --target test_core test_dump_compare
+  cmake --build build-tsan --target test_core test_dump_compare test_import
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
   build-tsan/tests/core/test_core --gtest_brief=1
+  build-tsan/tests/import/test_import --gtest_brief=1  # the importer's reading pipeline
   build-tsan/tests/dumper/test_dump_compare --gtest_brief=1 --gtest_filter='DumpWriter.*:PayloadPool.*'
   unset TSAN_OPTIONS
   echo "sanitize: ThreadSanitizer passed"
