@@ -134,7 +134,11 @@ int main(int argc, char** argv) {
   advise_cmd->add_flag("--json", adv.json, "The findings as JSON on stdout");
 
   npuscope::cli::OpsOptions ops;
-  auto* ops_cmd = app.add_subcommand("ops", "Operator coverage of a model's training step on the npu");
+  auto* ops_cmd = app.add_subcommand(
+      "ops", "Operator coverage on a real device: of a built-in model's training step, or of a recorded or imported "
+             "run's ops (ops FILE: e.g. a GPU trace before porting)");
+  ops_cmd->add_option("file", ops.file, "Trace file (recorded or imported); without it, a built-in model's step");
+  ops_cmd->add_option("--run", ops.run, "Run id in the file (default: the latest run)");
   ops_cmd->add_option("--model", ops.model, "Built-in model")->capture_default_str();
   ops_cmd->add_option("--device", ops.device, "npu:N")->capture_default_str();
   ops_cmd->add_option("--dtype", ops.dtype, "float32, float16 or bfloat16")->capture_default_str();

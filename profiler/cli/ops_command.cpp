@@ -15,7 +15,9 @@
 #include <string>
 
 #include "npuscope/core/op_support.h"
+#include "npuscope/core/format.h"
 #include "npuscope/core/op_table_csv.h"
+#include "npuscope/core/trace_reader.h"
 #include "npuscope/device/npu.h"
 #include "workloads/models.h"
 
@@ -116,9 +118,72 @@ std::string onTorchNpu(const std::string& name) {
   return "not in the list";
 }
 
+// `ops FILE`: the ops a run called (host ops of its trace), with what torch_npu would do with
+// each and the share of op time that would not run natively.
+int runOpsOfFile(const OpsOptions& o) {
+  auto reader = TraceReader::open(o.file);
+  if (!reader.isOk()) return fail(reader.status().message());
+  auto run = o.run >= 0 ? (*reader)->run(o.run) : (*reader)->latestRun();
+  if (!run.isOk()) return fail(run.status().message());
+  OpAggregateQuery q;
+  q.run_id = run->id;
+  q.sort = OpSortKey::kTotalTime;
+  auto table = (*reader)->opAggregates(q);
+  if (!table.isOk()) return fail(o.file + ": " + table.status().message());
+  if (o.format == "csv") {
+    std::printf("Op,Calls,Total ns,Self ns,torch_npu\n");
+  } else {
+    std::printf("ops of run %lld (%s%s) in %s\n\n", static_cast<long long>(run->id),
+                run->imported() ? ("imported " + run->source).c_str() : run->command.c_str(),
+                run->model.empty() ? "" : (" " + run->model).c_str(), o.file.c_str());
+    std::printf("%-52s %8s  %12s  %12s  %s\n", "Op", "Calls", "Total", "Self", "A real torch_npu");
+    std::printf("%s\n", std::string(120, '-').c_str());
+  }
+  std::map<std::string, int> real;  // verdict -> ops
+  int64_t not_native_self = 0;
+  int judged = 0;
+  for (const OpAggregate& a : table->rows) {
+    // Only operators: ATen and torch_npu's own; annotations, autograd nodes and Python frames are not.
+    if (a.name.rfind("aten::", 0) != 0 && a.name.rfind("npu::", 0) != 0) continue;
+    ++judged;
+    const std::string npu_real = onTorchNpu(a.name);
+    std::string verdict = npu_real.substr(0, npu_real.find_first_of(":("));
+    while (!verdict.empty() && verdict.back() == ' ') verdict.pop_back();
+    ++real[verdict];
+    const OpSupportLevel level = opSupport(a.name).level;
+    if (level == OpSupportLevel::kFallback || level == OpSupportLevel::kUnsupported ||
+        level == OpSupportLevel::kNoKernel || level == OpSupportLevel::kAiCpu) {
+      not_native_self += a.self_ns;
+    }
+    if (o.format == "csv") {
+      std::printf("%s,%lld,%lld,%lld,%s\n", csvField(a.name).c_str(), static_cast<long long>(a.calls),
+                  static_cast<long long>(a.total_ns), static_cast<long long>(a.self_ns), csvField(npu_real).c_str());
+    } else {
+      std::printf("%-52s %8lld  %12s  %12s  %s\n", a.name.c_str(), static_cast<long long>(a.calls),
+                  formatDuration(a.total_ns).c_str(), formatDuration(a.self_ns).c_str(), npu_real.c_str());
+    }
+  }
+  if (o.format == "text") {
+    std::string verdicts;
+    for (const auto& [v, n] : real) verdicts += (verdicts.empty() ? "" : ", ") + std::to_string(n) + " " + v;
+    std::printf("\n%d distinct operators on a real device (%s): %s\n", judged,
+                std::string(opSupportVersion()).c_str(), verdicts.empty() ? "none" : verdicts.c_str());
+    if (table->self_sum_ns > 0 && not_native_self > 0) {
+      std::printf("%s of self time (%.1f%%) is in ops a real device would not run natively\n",
+                  formatDuration(not_native_self).c_str(),
+                  100.0 * static_cast<double>(not_native_self) / static_cast<double>(table->self_sum_ns));
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int runOps(const OpsOptions& o) {
+  if (!o.file.empty()) {
+    if (o.format != "text" && o.format != "csv") return fail("--format '" + o.format + "': expected text or csv");
+    return runOpsOfFile(o);
+  }
   if (o.batch_size < 1) return fail("--batch-size " + std::to_string(o.batch_size) + ": expected at least 1");
   if (o.format != "text" && o.format != "csv") return fail("--format '" + o.format + "': expected text or csv");
   at::ScalarType dtype;

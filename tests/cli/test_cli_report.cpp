@@ -119,6 +119,42 @@ TEST(CliOps, CoverageOfTheCnnStep) {
   EXPECT_NE(half.out.find("fp16/bf16 computed in fp32, rounded"), std::string::npos) << half.out;
 }
 
+// Coverage of a run's own ops (a GPU trace before porting): a model calling torch.fft.rfft
+// (aten::_fft_r2c: torch_npu 2.0.1 runs it on the host, "tocpu") and matrix_exp (no NPU kernel)
+// beside a relu; each judged as the shipped list says, and the time not native stated.
+TEST(CliOps, CoverageOfAnImportedTraceWithOpsARealDeviceLacks) {
+  const std::string json = scratchPath("fft_model.pt.trace.json"), db = scratchPath("fft_model.db");
+  {
+    std::ofstream f(json);
+    f << R"({"traceEvents": [
+      {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 1, "tid": 1, "ts": 0, "dur": 1000},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 10, "dur": 100},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::_fft_r2c", "pid": 1, "tid": 1, "ts": 200, "dur": 300},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::_fft_r2c", "pid": 1, "tid": 1, "ts": 520, "dur": 300},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::linalg_matrix_exp", "pid": 1, "tid": 1, "ts": 850, "dur": 100}
+    ]})";
+  }
+  ASSERT_EQ(run("import " + json + " --db " + db).exit_code, 0);
+  CliRun r = run("ops " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto lineOf = [&](const std::string& op) {
+    const size_t at = r.out.find("\n" + op + " ");
+    return at == std::string::npos ? std::string() : r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+  };
+  EXPECT_NE(lineOf("aten::relu").find(" native"), std::string::npos) << r.out;
+  EXPECT_NE(lineOf("aten::_fft_r2c").find("       2 "), std::string::npos) << r.out;  // calls
+  EXPECT_NE(lineOf("aten::_fft_r2c").find("host fallback"), std::string::npos) << r.out;
+  EXPECT_NE(lineOf("aten::linalg_matrix_exp").find("no NPU kernel: fails"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("3 distinct operators on a real device"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 host fallback, 1 native, 1 no NPU kernel"), std::string::npos) << r.out;
+  // 700 of the 800 us of op self time (the step annotation's own 200 us included) is not native.
+  EXPECT_NE(r.out.find("700.000us of self time (70.0%) is in ops a real device would not run natively"),
+            std::string::npos) << r.out;
+  CliRun csv = run("ops " + db + " --csv", false);
+  ASSERT_EQ(csv.exit_code, 0) << csv.out;
+  EXPECT_NE(csv.out.find("aten::_fft_r2c,2,600000,600000,host fallback"), std::string::npos) << csv.out;
+}
+
 // The advisor over a recorded O2 run whose first loss scale overflows: its skipped steps are the
 // ones the file marks skipped; a clean O0 run of the same model has no finding.
 TEST(CliAdvise, SkippedStepsOfARecordedRunAndACleanRun) {
