@@ -227,7 +227,7 @@ at::Tensor npuViewLike(const at::Tensor& npu_base, const at::Tensor& view) {
 
 namespace {
 // Largest finite |x| of a floating tensor, how many elements are NaN, and how many are infinite
-// or larger than `limit` in magnitude (what overflows a format whose largest value is `limit`).
+// or at least `limit` in magnitude (what rounds past a narrower format's largest value).
 struct Magnitude {
   double max_abs = 0;
   int64_t over = 0, nan = 0;
@@ -241,7 +241,7 @@ Magnitude magnitudeOf(const at::Tensor& t, double limit) {
     const double v = p[i];
     if (std::isnan(v)) {
       ++m.nan;
-    } else if (std::isinf(v) || std::fabs(v) > limit) {
+    } else if (std::isinf(v) || std::fabs(v) >= limit) {
       ++m.over;
       if (!std::isinf(v)) m.max_abs = std::max(m.max_abs, std::fabs(v));
     } else {
@@ -276,9 +276,11 @@ void noteOverflow(const at::Tensor& values, const at::Tensor& stored, int device
   site.dtype = dtypeName(stored.scalar_type());
   site.rounding = rounding;
   site.numel = values.numel();
+  // The smallest magnitude that rounds past the format's largest value (its max plus half an
+  // ulp: 65504 + 16 for fp16, 2^128 - 2^119 for bf16).
   const double limit = !rounding                              ? std::numeric_limits<double>::infinity()
-                       : stored.scalar_type() == c10::kHalf ? 65504.0
-                                                            : 3.3895313892515355e38;  // bfloat16
+                       : stored.scalar_type() == c10::kHalf ? 65520.0
+                                                            : 3.3961775292304e38;
   const Magnitude m = magnitudeOf(values, limit);
   site.out_max_abs = m.max_abs;
   site.out_inf = m.over;

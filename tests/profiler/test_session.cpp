@@ -192,6 +192,38 @@ TEST(RecordingSession, EachStepNamesItsFirstOverflowingOp) {
   EXPECT_NE(detail[0].find("\"in_max_abs\": 300,"), std::string::npos) << detail[0];
 }
 
+// Saturation mode: results stay finite (clamped to 65504) and only the register knows; the step
+// still names the op whose result overflowed, with what it would have been.
+TEST(RecordingSession, SaturationModeNamesTheFirstOverflowingOpToo) {
+  const std::string p = tempPath("first_overflow_sat.db");
+  npu::set_overflow_mode(npu::OverflowMode::kSaturation);
+  npu::set_float_status_tracking(true);
+  {
+    auto s = RecordingSession::start({p, RunInfo{}, Schedule()});
+    ASSERT_TRUE(s.isOk());
+    at::Tensor h = at::full({16}, 300.0f).to(at::kHalf).to(npu::device(0));
+    at::Tensor ok = h + h;
+    (*s)->step();
+    at::Tensor big = h * h;  // 90000: clamped to 65504
+    EXPECT_EQ(big.cpu().to(at::kFloat)[0].item<float>(), 65504.0f);
+    at::Tensor bigger = big * 2;  // overflows again: not the first
+    at::Tensor almost = (big.to(at::kFloat) + 15.0f).to(at::kHalf);  // 65519 rounds to 65504: no overflow
+    (*s)->step();
+    ASSERT_TRUE((*s)->stop().isOk());
+  }
+  npu::set_float_status_tracking(false);
+  npu::set_overflow_mode(npu::OverflowMode::kInfNan);
+  npu::clear_float_status(0);
+  Db db(p);
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM overflow_events WHERE source='first_op'"), 1);
+  EXPECT_EQ(db.strings("SELECT o.name FROM overflow_events e JOIN ops o ON o.id=e.op_id WHERE e.step=1"),
+            std::vector<std::string>{"aten::mul"});
+  const auto detail = db.strings("SELECT detail FROM overflow_events WHERE step=1");
+  ASSERT_EQ(detail.size(), 1u);
+  EXPECT_NE(detail[0].find("\"out_max_abs\": 90000,"), std::string::npos) << detail[0];
+  EXPECT_NE(detail[0].find("\"out_inf\": 16,"), std::string::npos) << detail[0];
+}
+
 TEST(RecordingSession, ScheduleKeepsOnlyActiveSteps) {
   const std::string p = tempPath("schedule.db");
   auto sched = Schedule::parse("skip_first=1,wait=1,warmup=1,active=2,repeat=1");
