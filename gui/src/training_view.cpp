@@ -141,6 +141,9 @@ TrainingView::TrainingView(TraceDocument* doc, QWidget* parent) : QWidget(parent
     if (s) emit stepActivated(s->step);
   });
 
+  cost_label_ = new QLabel(this);
+  cost_label_->setWordWrap(true);
+  cost_label_->setTextFormat(Qt::RichText);
   step_label_ = new QLabel(tr("Click a marker, a point or a step row."), this);
   step_label_->setWordWrap(true);
   step_label_->setTextFormat(Qt::RichText);
@@ -176,6 +179,7 @@ TrainingView::TrainingView(TraceDocument* doc, QWidget* parent) : QWidget(parent
   auto* side = new QWidget(this);
   auto* sl = new QVBoxLayout(side);
   sl->setContentsMargins(4, 4, 4, 4);
+  sl->addWidget(cost_label_);
   sl->addWidget(step_label_);
   sl->addWidget(open);
   sl->addWidget(new QLabel(tr("<b>Overflow events</b>"), side));
@@ -253,6 +257,25 @@ void TrainingView::refresh() {
   }
   if (slo > shi) slo = 1, shi = 2;
   scale_y_->setRange(slo / 2, shi * 2);
+  {
+    // The cost of overflow, beside compute: steps whose work was thrown away.
+    int64_t total = 0, lost = 0, skipped = 0;
+    for (const StepRow& s : steps) {
+      total += s.dur_ns;
+      if (s.skipped) lost += s.dur_ns, ++skipped;
+    }
+    cost_label_->setText(
+        steps.empty() ? QString()
+        : skipped == 0
+            ? tr("No step skipped for overflow (%L1 steps, %2).").arg(steps.size()).arg(formatNs(total))
+            : tr("<b>Overflow cost:</b> %L1 of %L2 steps skipped, <span style='color:#b36b00'><b>%3</b></span> of %4 "
+                 "step time (%5 %) thrown away.")
+                  .arg(skipped)
+                  .arg(steps.size())
+                  .arg(formatNs(lost))
+                  .arg(formatNs(total))
+                  .arg(100.0 * static_cast<double>(lost) / static_cast<double>(std::max<int64_t>(total, 1)), 0, 'f', 1));
+  }
   steps_->setSteps(std::move(steps));
   if (shown_ >= 0 && d && d->stepByIndex(shown_)) showStep(shown_);
   else {
@@ -263,6 +286,8 @@ void TrainingView::refresh() {
                              .arg(doc_->overflowEvents().size()));
   }
 }
+
+QString TrainingView::overflowCostText() const { return cost_label_->text(); }
 
 void TrainingView::pick(double x) {
   const TimelineData* d = doc_->timeline();

@@ -500,6 +500,13 @@ TEST_F(GuiTest, FirstOverflowingOpOpensInTheTimeline) {
   EXPECT_EQ(m->index(row, OverflowModel::kDetail).data().toString(),
             "backward: float16 result of 640, 12 overflowed, 0 NaN (max finite |x| 1.31e+05 before rounding); "
             "inputs finite, max |x| 2.5");
+  // The run's overflow cost: its skipped steps' time, worked out here from the steps.
+  int64_t total = 0, lost = 0;
+  for (const StepRow& s : w.document()->timeline()->steps()) total += s.dur_ns, lost += s.skipped ? s.dur_ns : 0;
+  EXPECT_TRUE(t->overflowCostText().contains(QString("2 of 24 steps skipped"))) << t->overflowCostText().toStdString();
+  EXPECT_TRUE(t->overflowCostText().contains(
+      QString("(%1 %)").arg(100.0 * static_cast<double>(lost) / static_cast<double>(total), 0, 'f', 1)))
+      << t->overflowCostText().toStdString();
   QSignalSpy opened(t, &TrainingView::opActivated);
   QTableView* table = nullptr;
   for (QTableView* v : t->findChildren<QTableView*>()) {

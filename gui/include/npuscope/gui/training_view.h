@@ -38,6 +38,7 @@ class TrainingView : public QWidget {
   QtCharts::QScatterSeries* overflowSeries() const { return overflow_marks_; }
   // Shows step `step`'s overflow events and dumps (no signal).
   void showStep(int64_t step);
+  QString overflowCostText() const;
   int64_t shownStep() const { return shown_; }
   void refresh();
 
@@ -62,6 +63,7 @@ class TrainingView : public QWidget {
   QtCharts::QValueAxis* scale_x_;
   QtCharts::QLogValueAxis* scale_y_;
   QLabel* step_label_;
+  QLabel* cost_label_;  // what overflow cost the run: skipped steps and their time
   QTableView* step_table_;
   StepTableModel* steps_;
   OverflowModel* overflow_;
