@@ -242,15 +242,9 @@ QVariant OverflowModel::data(const QModelIndex& index, int role) const {
         return e.op_id >= 0 ? QString("%1 #%2").arg(QString::fromStdString(e.op_name)).arg(e.op_id)
                             : QString::fromStdString(e.op_name);
       case kDetail: {
-        if (e.source != "first_op") return QString::fromStdString(e.detail);
-        // The description after the op's name and id (those have their column).
-        const std::string text = describeOverflowEvent(e);
-        const size_t colon = text.find(": ");
-        const QString rest = QString::fromStdString(colon == std::string::npos ? text : text.substr(colon + 2));
-        const size_t open = text.find(" (");
-        const QString phase = open == std::string::npos ? QString() : QString::fromStdString(text.substr(open + 2, text.find(')', open) - open - 2));
-        return role == Qt::ToolTipRole && e.op_id >= 0 ? tr("%1: %2 — double-click to open the op in the timeline").arg(phase, rest)
-                                                      : QString("%1: %2").arg(phase, rest);
+        const QString text = QString::fromStdString(describeOverflowResult(e));
+        return role == Qt::ToolTipRole && e.op_id >= 0 ? tr("%1 \u2014 double-click to open the op in the timeline").arg(text)
+                                                      : text;
       }
     }
   }

@@ -12,5 +12,8 @@ namespace npuscope {
 // 0 NaN (max finite |x| 7.1e+04 before rounding); inputs finite, max |x| 271". Other events: their
 // op name and detail as recorded.
 std::string describeOverflowEvent(const OverflowEventRow& e);
+// The same without the op (for a table that shows the op in a column of its own): "backward:
+// float16 result of 4096, ..."; other events: their detail as recorded.
+std::string describeOverflowResult(const OverflowEventRow& e);
 
 }  // namespace npuscope
