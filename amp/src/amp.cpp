@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/nn/module.h>
 #include <torch/serialize/archive.h>
@@ -522,7 +523,13 @@ LossResult ScaledLoss::finish() {
   Stash stash = std::move(currentStash());
   currentStash() = Stash();
   const bool nonFinite = unscale(s, 1.0 / scale_, stash);
-  const bool register_ = s.statusDevice >= 0 && npu::get_float_status(s.statusDevice);
+  bool register_ = false;
+  if (s.statusDevice >= 0) {
+    // A real device's float-status read is a kernel, a stream synchronisation and a copy to the
+    // host (Ascend apex); recorded as an op so the predicted timeline waits there.
+    RECORD_FUNCTION("npu::get_float_status", std::vector<c10::IValue>());
+    register_ = npu::get_float_status(s.statusDevice);
+  }
   s.gradsUnscaled = true;
   r.overflow = nonFinite || register_;
   if (r.overflow) {

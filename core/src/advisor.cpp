@@ -1,10 +1,12 @@
 #include "npuscope/core/advisor.h"
+#include "npuscope/core/predicted_timeline.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <set>
 
+#include "npuscope/core/format.h"
 #include "npuscope/core/op_support.h"
 
 namespace npuscope {
@@ -221,23 +223,6 @@ void memoryCapacity(const std::vector<MemoryPeak>& peaks, const AdvisorOptions& 
 }
 
 
-// The ops of one step on every thread (the steps' middle one: past the first step's warm-up).
-StatusOr<std::vector<OpSlice>> opsOfStep(TraceReader& reader, int64_t run_id, const StepRow& step) {
-  ASSIGN_OR_RETURN(std::vector<ThreadSummary> threads, reader.threads(run_id));
-  std::vector<OpSlice> out;
-  for (const ThreadSummary& t : threads) {
-    TimelineQuery q;
-    q.run_id = run_id;
-    q.thread_id = t.thread_id;
-    q.window = TimeWindow{step.start_ns, step.start_ns + step.dur_ns};
-    ASSIGN_OR_RETURN(std::vector<OpSlice> ops, reader.timeline(q));
-    for (OpSlice& o : ops) {
-      if (o.start_ns >= step.start_ns) out.push_back(o);
-    }
-  }
-  return out;
-}
-
 // The Cube's ops: matrix multiplies and convolutions.
 bool isCubeOp(std::string_view name) {
   static const std::set<std::string_view> kCube = {
@@ -341,6 +326,66 @@ void unfusedOptimizer(const std::vector<OpSlice>& ops, const StepRow& step, cons
     return;  // one finding per run
   }
 }
+// What the predicted timeline says of `ops` (one step) with the device's work scaled by `scale`
+// and the task queue on or off.
+PredictedStep predictWith(const std::vector<OpSlice>& ops, int64_t step, bool task_queue, double scale) {
+  std::vector<PredictedInput> in;
+  in.reserve(ops.size());
+  for (const OpSlice& op : ops) in.push_back(predictedInput(op));
+  HostModelParams p;
+  p.task_queue = task_queue;
+  p.device_scale = scale;
+  return predictStep(step, std::move(in), p);
+}
+
+void predictedHostBound(const std::vector<OpSlice>& ops, const StepRow& step, const AdvisorOptions& o,
+                        std::vector<Finding>* out) {
+  const PredictedStep s = predictWith(ops, step.step, true, 1);
+  if (s.kernels == 0 || s.deviceIdleShare() < o.host_bound_idle_min) return;
+  const PredictedStep no_queue = predictWith(ops, step.step, false, 1);
+  const PredictedStep twice = predictWith(ops, step.step, true, 2);
+  Finding f;
+  f.rule = "host_bound";
+  f.severity = s.deviceIdleShare() >= 0.8 ? Severity::kCritical : Severity::kWarning;
+  f.title = "host-bound: a real npu would idle " + pct(s.deviceIdleShare()) + " of each step waiting for the host";
+  f.evidence = "predicted step " + std::to_string(step.step) + ": " + describePredictedStep(s) + "; " +
+               std::to_string(s.kernels) + " kernels average " + formatDuration(s.device_busy_ns / s.kernels) +
+               " on the device against " + formatDuration(s.dispatch_ns / std::max<int64_t>(s.host_ops, 1)) +
+               " of host work per op";
+  char gain[64];
+  std::snprintf(gain, sizeof gain, "%.2fx", 2.0 * static_cast<double>(s.step_ns) / static_cast<double>(twice.step_ns));
+  f.suggestion = std::string("give the device more work per op: twice the batch is predicted at ") + formatDuration(twice.step_ns) +
+                 " per step, " + gain + " the samples/s; keep TASK_QUEUE_ENABLE=1 (without the task queue the step is " +
+                 formatDuration(no_queue.step_ns) + "); fewer, larger ops (fused optimizers, torch_npu's fused operators) and fewer" +
+                 " host syncs (" + std::to_string(s.syncs) + " per step: .item(), copies to the host)";
+  f.steps.push_back(step.step);
+  out->push_back(std::move(f));
+}
+
+// An imported run: its real device tasks' busy time against its steps.
+void realHostBound(const std::vector<StepRow>& steps, const std::vector<StepDeviceTime>& device,
+                   const AdvisorOptions& o, std::vector<Finding>* out) {
+  int64_t step_ns = 0, busy_ns = 0, counted = 0;
+  size_t d = 0;
+  for (const StepRow& r : steps) {
+    while (d < device.size() && device[d].step < r.step) ++d;
+    if (d >= device.size() || device[d].step != r.step || device[d].device_ops == 0) continue;
+    step_ns += r.dur_ns;
+    busy_ns += device[d].device_busy_ns;
+    ++counted;
+  }
+  if (step_ns <= 0) return;
+  const double idle = std::clamp(1 - static_cast<double>(busy_ns) / static_cast<double>(step_ns), 0.0, 1.0);
+  if (idle < o.host_bound_idle_min) return;
+  Finding f;
+  f.rule = "host_bound";
+  f.severity = idle >= 0.8 ? Severity::kCritical : Severity::kWarning;
+  f.title = "host-bound: the device idles " + pct(idle) + " of the step time";
+  f.evidence = std::to_string(counted) + " steps: device tasks busy " + ms(busy_ns) + " of " + ms(step_ns);
+  f.suggestion = "give the device more work per op (a larger batch), keep TASK_QUEUE_ENABLE=1, fewer small ops and "
+                 "fewer host syncs (.item(), copies to the host)";
+  out->push_back(std::move(f));
+}
 }  // namespace
 
 StatusOr<std::vector<Finding>> advise(TraceReader& reader, int64_t run_id, const AdvisorOptions& o) {
@@ -368,9 +413,16 @@ StatusOr<std::vector<Finding>> advise(TraceReader& reader, int64_t run_id, const
   if (!steps.empty()) {
     const StepRow& middle = steps[steps.size() / 2];
     ASSIGN_OR_RETURN(RunRow run, reader.run(run_id));
-    ASSIGN_OR_RETURN(std::vector<OpSlice> step_ops, opsOfStep(reader, run_id, middle));
+    // The steps' middle one: past the first step's warm-up.
+    ASSIGN_OR_RETURN(std::vector<OpSlice> step_ops, reader.stepOps(run_id, StepRange{middle.step, middle.step}));
     fp32Cube(run, step_ops, middle, o, &out);
     unfusedOptimizer(step_ops, middle, o, &out);
+    if (run.imported()) {
+      ASSIGN_OR_RETURN(std::vector<StepDeviceTime> device, reader.stepDeviceTimes(run_id));
+      realHostBound(steps, device, o, &out);
+    } else {
+      predictedHostBound(step_ops, middle, o, &out);
+    }
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const Finding& a, const Finding& b) { return static_cast<int>(a.severity) > static_cast<int>(b.severity); });

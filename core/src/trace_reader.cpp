@@ -104,7 +104,7 @@ RunRow readRun(sqlite3_stmt* st) {
 // The columns OpCursor reads, in this order.
 const char kOpColumns[] =
     "id, parent_id, start_ns, dur_ns, thread_id, step, seq_nr, device_start_ns, device_dur_ns, depth, device,"
-    " is_backward, name_id, shapes_id, dtypes_id";
+    " is_backward, name_id, shapes_id, dtypes_id, host_sync";
 
 void readOpIds(sqlite3_stmt* st, OpSlice* o, int64_t* name_id, int64_t* shapes_id, int64_t* dtypes_id) {
   o->id = sqlite3_column_int64(st, 0);
@@ -122,6 +122,7 @@ void readOpIds(sqlite3_stmt* st, OpSlice* o, int64_t* name_id, int64_t* shapes_i
   *name_id = sqlite3_column_int64(st, 12);
   *shapes_id = colInt(st, 13, 0);
   *dtypes_id = colInt(st, 14, 0);
+  o->host_sync = colInt(st, 15, 0) != 0;
 }
 
 // Maps op ids to the aggregate group of the op, for subtracting a child's duration from its
@@ -772,15 +773,21 @@ StatusOr<OpAggregateTable> TraceReader::opAggregates(const OpAggregateQuery& q) 
 // ---------------------------------------------------------------------------------------------
 // Timeline and cursors
 
+OpSlice TraceReader::opSliceAt(sqlite3_stmt* st) {
+  OpSlice o;
+  int64_t name_id, shapes_id, dtypes_id;
+  readOpIds(st, &o, &name_id, &shapes_id, &dtypes_id);
+  o.name = stringValue(name_id);
+  o.input_shapes = stringValue(shapes_id);
+  o.input_dtypes = stringValue(dtypes_id);
+  return o;
+}
+
 bool OpCursor::next(OpSlice* out) {
   while (status_.isOk() && stmt_.get()) {
     const int rc = sqlite3_step(stmt_.get());
     if (rc == SQLITE_ROW) {
-      int64_t name_id, shapes_id, dtypes_id;
-      readOpIds(stmt_.get(), out, &name_id, &shapes_id, &dtypes_id);
-      out->name = reader_->stringValue(name_id);
-      out->input_shapes = reader_->stringValue(shapes_id);
-      out->input_dtypes = reader_->stringValue(dtypes_id);
+      *out = reader_->opSliceAt(stmt_.get());
       return true;
     }
     if (rc != SQLITE_DONE) {
@@ -858,15 +865,37 @@ StatusOr<std::vector<OpSlice>> TraceReader::timeline(const TimelineQuery& q) {
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
       if (q.limit != 0 && out.size() >= q.limit) return out;
-      OpSlice o;
-      int64_t n, s, d;
-      readOpIds(st, &o, &n, &s, &d);
-      o.name = stringValue(n);
-      o.input_shapes = stringValue(s);
-      o.input_dtypes = stringValue(d);
-      out.push_back(std::move(o));
+      out.push_back(opSliceAt(st));
     }
     if (rc != SQLITE_DONE) return stepError(db_.get(), "reading the timeline");
+  }
+  return out;
+}
+
+StatusOr<std::vector<OpSlice>> TraceReader::stepOps(int64_t run_id, const StepRange& range) {
+  SnapshotScope snap(this);
+  RETURN_IF_ERROR(snap.status());
+  BlockFilter f;
+  f.run_id = run_id;
+  f.steps = range;
+  ASSIGN_OR_RETURN(std::vector<OpIdRange> ranges, opRanges(f));
+  ASSIGN_OR_RETURN(sqlite3_stmt * st,
+                   cached("step_ops", std::string("SELECT ") + kOpColumns +
+                                          " FROM op_events WHERE rowid BETWEEN ?1 AND ?2 AND run_id=?3"
+                                          " AND step BETWEEN ?4 AND ?5 ORDER BY rowid"));
+  std::vector<OpSlice> out;
+  for (const OpIdRange& r : ranges) {
+    StmtUse use(st);
+    sqlite3_bind_int64(st, 1, r.lo);
+    sqlite3_bind_int64(st, 2, r.hi);
+    sqlite3_bind_int64(st, 3, run_id);
+    sqlite3_bind_int64(st, 4, range.first);
+    sqlite3_bind_int64(st, 5, range.last);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      out.push_back(opSliceAt(st));
+    }
+    if (rc != SQLITE_DONE) return stepError(db_.get(), "reading a step's ops");
   }
   return out;
 }

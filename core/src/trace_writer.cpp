@@ -241,10 +241,10 @@ Status TraceWriter::prepareStatements() {
   };
   const char* ops =
       "INSERT INTO op_events(id, run_id, step, name_id, start_ns, dur_ns, thread_id, depth, parent_id, seq_nr,"
-      " is_backward, shapes_id, dtypes_id, device, device_start_ns, device_dur_ns)";
+      " is_backward, shapes_id, dtypes_id, device, device_start_ns, device_dur_ns, host_sync)";
   const char* memory = "INSERT INTO memory(run_id, ts_ns, device, allocated, reserved)";
-  ASSIGN_OR_RETURN(insert_op_, prepare(db, insertRows(ops, 16, 1)));
-  ASSIGN_OR_RETURN(insert_ops_, prepare(db, insertRows(ops, 16, kOpsPerInsert)));
+  ASSIGN_OR_RETURN(insert_op_, prepare(db, insertRows(ops, 17, 1)));
+  ASSIGN_OR_RETURN(insert_ops_, prepare(db, insertRows(ops, 17, kOpsPerInsert)));
   ASSIGN_OR_RETURN(insert_memory_, prepare(db, insertRows(memory, 5, 1)));
   ASSIGN_OR_RETURN(insert_memories_, prepare(db, insertRows(memory, 5, kMemoryPerInsert)));
   ASSIGN_OR_RETURN(insert_block_, prepare(db,
@@ -455,11 +455,12 @@ Status TraceWriter::writeOps(const OpBuffer& b) {
     bindOptionalInt(st, base + 14, r.device, -1);
     bindOptionalInt(st, base + 15, r.device_start_ns, -1);
     bindOptionalInt(st, base + 16, r.device_dur_ns, -1);
+    bindOptionalInt(st, base + 17, r.host_sync ? 1 : 0, 0);
   };
   for (size_t at = 0; at < op_order_.size();) {
     const size_t rows = op_order_.size() - at >= kOpsPerInsert ? kOpsPerInsert : 1;
     sqlite3_stmt* st = rows > 1 ? insert_ops_.get() : insert_op_.get();
-    for (size_t k = 0; k < rows; ++k) bindOp(st, static_cast<int>(k * 16), b.records[op_order_[at + k]]);
+    for (size_t k = 0; k < rows; ++k) bindOp(st, static_cast<int>(k * 17), b.records[op_order_[at + k]]);
     at += rows;
     if (sqlite3_step(st) != SQLITE_DONE) {
       Status s = ioError(std::string("writing ops: ") + sqlite3_errmsg(db_.get()));

@@ -1,6 +1,7 @@
 // The npu:: API on the ATen side: devices as c10::Device, names, threads, op cost estimates.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -40,7 +41,9 @@ std::string format_device(const c10::Device& d) {
 bool is_npu(const at::Tensor& t) { return aten::isNpu(t); }
 
 void synchronize(int device_index) {
-  // Every op has completed when it returns; only the index is checked.
+  // Every op has completed when it returns; only the index is checked. Recorded as an op: the
+  // predicted timeline's host waits for the device here.
+  RECORD_FUNCTION("npu::synchronize", std::vector<c10::IValue>());
   if (device_index >= 0) {
     const Status s = check_device(device_index);
     TORCH_CHECK(s.isOk(), s.message());

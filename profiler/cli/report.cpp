@@ -15,6 +15,7 @@
 #include "npuscope/core/chrome_trace.h"
 #include "npuscope/core/format.h"
 #include "npuscope/core/op_table_csv.h"
+#include "npuscope/core/predicted_timeline.h"
 #include "npuscope/core/trace_reader.h"
 
 namespace npuscope::cli {
@@ -63,6 +64,7 @@ struct StepSummary {
     double from, to;
   };
   std::vector<ScaleChange> scale_changes;
+  PredictedSummary predicted;  // npu runs: the predicted real-device steps
 };
 
 StepSummary summarize(const std::vector<StepRow>& steps, const std::vector<StepDeviceTime>& device) {
@@ -144,6 +146,7 @@ void printOpTable(const OpAggregateTable& t, bool shapes) {
 void printSteps(const StepSummary& s, bool real_device) {
   std::printf("\nSteps: %lld recorded\n", static_cast<long long>(s.recorded));
   if (s.recorded == 0) return;
+  if (!real_device && s.predicted.kernels > 0) std::printf("  (measured: the emulator's CPU running every op)\n");
   double mean = 0;
   for (int64_t d : s.durations) mean += static_cast<double>(d);
   mean /= static_cast<double>(s.durations.size());
@@ -151,11 +154,18 @@ void printSteps(const StepSummary& s, bool real_device) {
               formatDuration(static_cast<int64_t>(percentile(s.durations, 0.5))).c_str(),
               formatDuration(static_cast<int64_t>(percentile(s.durations, 0.9))).c_str(),
               formatDuration(*std::max_element(s.durations.begin(), s.durations.end())).c_str());
-  if (s.host_ns > 0) {
+  if (real_device && s.host_ns > 0) {
     const double busy = static_cast<double>(s.device_busy_ns) / static_cast<double>(s.host_ns);
-    std::printf("  device (%s) busy %s of %s host step time: %.1f%% busy, %.1f%% idle%s\n",
-                real_device ? "real" : "model", formatDuration(s.device_busy_ns).c_str(), formatDuration(s.host_ns).c_str(), 100 * busy,
-                100 * (1 - busy), busy < 0.5 ? " (host-bound: the device waits for the host)" : "");
+    std::printf("  device (real) busy %s of %s host step time: %.1f%% busy, %.1f%% idle%s\n",
+                formatDuration(s.device_busy_ns).c_str(), formatDuration(s.host_ns).c_str(), 100 * busy, 100 * (1 - busy),
+                busy < 0.5 ? " (host-bound: the device waits for the host)" : "");
+  }
+  if (s.predicted.kernels > 0) {
+    // The emulator's step times above are its own CPU doing every op; a real NPU's step is predicted.
+    const PredictedStep total = s.predicted.total();
+    std::printf("  predicted on a real npu (model, task queue on): median step %s\n",
+                formatDuration(s.predicted.median_step_ns).c_str());
+    std::printf("    all %lld steps: %s\n", static_cast<long long>(s.predicted.steps), describePredictedStep(total).c_str());
   }
   if (s.first_loss) std::printf("  loss           %.4f -> %.4f\n", *s.first_loss, *s.last_loss);
   if (s.first_scale) {
@@ -250,8 +260,13 @@ int runReport(const ReportOptions& o) {
   for (const Status& s : {steps.status(), device.status(), overflows.status(), peaks.status(), tasks.status()}) {
     if (!s.isOk()) return fail(s.message());
   }
+  StepSummary summary = summarize(*steps, *device);
+  if (!run->imported()) {
+    auto predicted = predictRun(r, run->id, HostModelParams());
+    if (!predicted.isOk()) return fail(predicted.status().message());
+    summary.predicted = summarizePrediction(*predicted);
+  }
   (void)r.endSnapshot();
-  const StepSummary summary = summarize(*steps, *device);
 
   if (o.format == "json") {
     nlohmann::json j;
@@ -294,6 +309,23 @@ int runReport(const ReportOptions& o) {
                   {"step_ns", summary.total_ns},
                   {"host_ns_with_device_time", summary.host_ns},
                   {"device_busy_ns", summary.device_busy_ns}};
+    if (summary.predicted.kernels > 0) {
+      const PredictedStep total = summary.predicted.total();
+      j["predicted"] = {{"task_queue", true},
+                        {"steps", summary.predicted.steps},
+                        {"median_step_ns", summary.predicted.median_step_ns},
+                        {"step_ns", total.step_ns},
+                        {"device_busy_ns", total.device_busy_ns},
+                        {"host_wait_ns", total.host_wait_ns},
+                        {"dispatch_ns", total.dispatch_ns},
+                        {"kernels", total.kernels},
+                        {"host_ops", total.host_ops},
+                        {"syncs", total.syncs},
+                        {"devices", total.devices},
+                        {"device_idle_share", total.deviceIdleShare()},
+                        {"host_wait_share", total.hostWaitShare()},
+                        {"bound", boundByName(boundBy(total))}};
+    }
     if (!summary.durations.empty()) {
       j["steps"]["p50_ns"] = percentile(summary.durations, 0.5);
       j["steps"]["p90_ns"] = percentile(summary.durations, 0.9);

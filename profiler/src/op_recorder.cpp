@@ -35,6 +35,7 @@ struct Frame {
   int32_t npu_children;
   int8_t device;
   bool backward;
+  bool host_sync;  // a real host would wait for the device here (a blocking host<->device copy)
   // The op re-dispatched itself under the same name (a structured op's functional form calling
   // its out= form on npu): folded into the outer op, its children become the outer op's.
   bool merged;
@@ -130,6 +131,18 @@ const char* dtypeName(c10::ScalarType t) {
     case c10::kByte: return "unsigned char";
     default: return c10::toString(t);
   }
+}
+
+// `aten::_copy_from(src, dst, non_blocking)` between host and npu memory without non_blocking:
+// torch_npu synchronises the stream for it, so a real host waits for the device there (the
+// predicted timeline's sync points; names like aten::_local_scalar_dense are judged in core).
+bool isBlockingHostDeviceCopy(const char* name, c10::ArrayRef<const c10::IValue> inputs) {
+  if (std::strcmp(name, "aten::_copy_from") != 0 && std::strcmp(name, "aten::_copy_from_and_resize") != 0) return false;
+  if (inputs.size() < 2 || !inputs[0].isTensor() || !inputs[1].isTensor()) return false;
+  const bool src_npu = inputs[0].toTensor().device().type() == npu::kDeviceType;
+  const bool dst_npu = inputs[1].toTensor().device().type() == npu::kDeviceType;
+  const bool non_blocking = inputs.size() > 2 && inputs[2].isBool() && inputs[2].toBool();
+  return src_npu != dst_npu && !non_blocking;
 }
 
 // Input shapes and dtypes as PyTorch's profiler prints them ("[[2, 3], [], ...]",
@@ -239,6 +252,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   f.shapes_id = f.dtypes_id = 0;
   f.device = -1;
   f.modeled_ns = -1;
+  f.host_sync = false;
   if (g_keep.load(std::memory_order_relaxed) && g_shapes.load(std::memory_order_relaxed) && fn.needsInputs()) {
     uint64_t h = 0;
     int device = -1;
@@ -246,6 +260,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     f.shapes_id = ids.shapes;
     f.dtypes_id = ids.dtypes;
     f.device = static_cast<int8_t>(device);
+    f.host_sync = device >= 0 && isBlockingHostDeviceCopy(f.name, fn.inputs());
     if (device >= 0 && fn.scope() == at::RecordScope::FUNCTION) {
       const uint64_t key = mix(h, nameId(ts, fn));
       auto cit = ts.cost.find(key);
@@ -301,6 +316,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   r.shapes_id = f.shapes_id;
   r.dtypes_id = f.dtypes_id;
   r.device = f.device;
+  r.host_sync = f.host_sync ? 1 : 0;
   r.device_start_ns = r.device_dur_ns = -1;
   if (f.modeled_ns >= 0 && f.npu_children == 0) {
     // The innermost op on an npu is a device task, launched when its host part ends.

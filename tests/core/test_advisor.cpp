@@ -23,6 +23,7 @@ struct Op {
   int32_t step = 0;
   std::string dtypes;  // recorded input dtypes ("float, float"); the op then ran on npu:0
   int children = 0;    // ops nested inside it (aten::add_, back to back)
+  int64_t device_dur_ns = -1;  // modeled device duration (a kernel on npu:0)
 };
 
 struct Step {
@@ -59,6 +60,7 @@ std::string writeRun(const std::string& name, const std::vector<Op>& ops, const 
     r.shapes_id = o.shapes.empty() ? 0 : StringTable::global().intern(o.shapes);
     r.dtypes_id = o.dtypes.empty() ? 0 : StringTable::global().intern(o.dtypes);
     r.device = o.dtypes.empty() ? -1 : 0;
+    r.device_dur_ns = o.device_dur_ns;
     auto put = [&](const OpRecord& x) {
       buf->records[buf->size++] = x;
       if (buf->size == OpBuffer::kCapacity) {
@@ -264,6 +266,37 @@ TEST(Advisor, MemoryNearTheDevicesCapacity) {
   EXPECT_EQ(find(adviseFile(writeRun("memory2", {{"aten::relu", "", 1000}}, steadySteps(2), 28 * gib)),
                  "memory_capacity"),
             nullptr);  // 87.5 %
+}
+
+}  // namespace
+}  // namespace npuscope
+
+namespace npuscope {
+namespace {
+
+// Host-bound by the predicted timeline (core/predicted_timeline.h, default parameters): 100
+// back-to-back 2 us kernels. Per op the host dispatches 10 us and enqueues 1.5 us; the launch
+// thread adds 8 us, so op i runs at 11.5 (i + 1) + 8 us: the step ends at 1160 us with the
+// device busy 200 us, idle 960 / 1160 = 82.8 %. Twice the work per kernel ends at 1162 us:
+// 2 x 1160 / 1162 = 2.00x the samples/s. Without the task queue each op costs the host 18 us:
+// 100 x 18 = 1800 us, plus the last kernel's 2 us.
+TEST(Advisor, HostBoundByThePredictedTimeline) {
+  std::vector<Op> tiny;
+  for (int i = 0; i < 100; ++i) tiny.push_back({"aten::add", "", 30000, 1, "float, float", 0, 2000});
+  const auto f = adviseFile(writeRun("hostbound", tiny, steadySteps(3)));
+  const Finding* x = find(f, "host_bound");
+  ASSERT_NE(x, nullptr);
+  EXPECT_EQ(x->severity, Severity::kCritical);
+  EXPECT_EQ(x->title, "host-bound: a real npu would idle 82.8 % of each step waiting for the host");
+  EXPECT_NE(x->evidence.find("predicted step 1: 1.160ms"), std::string::npos) << x->evidence;
+  EXPECT_NE(x->suggestion.find("1.162ms per step, 2.00x the samples/s"), std::string::npos) << x->suggestion;
+  EXPECT_NE(x->suggestion.find("without the task queue the step is 1.802ms"), std::string::npos) << x->suggestion;
+  EXPECT_EQ(x->steps, std::vector<int64_t>{1});
+
+  // Ten 5 ms matmuls keep the device busy: no finding.
+  std::vector<Op> big;
+  for (int i = 0; i < 10; ++i) big.push_back({"aten::mm", "", 30000, 1, "float, float", 0, 5000000});
+  EXPECT_EQ(find(adviseFile(writeRun("devicebound", big, steadySteps(3))), "host_bound"), nullptr);
 }
 
 }  // namespace

@@ -14,6 +14,10 @@
 //   fp32_cube          under O1/O2, matmuls and convolutions whose inputs are all fp32 (in the
 //                      steps' middle step; needs recorded dtypes)
 //   unfused_optimizer  an Optimizer.step#X.step (PyTorch's mark) running many small ops per step
+//   host_bound         the device idles most of the step waiting for the host: an npu run's
+//                      predicted timeline (core/predicted_timeline.h) of its middle step, with
+//                      what a doubled batch and the task queue would change; an imported run's
+//                      real device tasks against its steps
 #pragma once
 
 #include <cstdint>
@@ -47,6 +51,7 @@ struct AdvisorOptions {
   int64_t device_capacity_bytes = int64_t{32} << 30;  // Ascend 910: 32 GiB HBM
   double fp32_cube_share_min = 0.05;     // of the matmul/convolution time of the step
   int64_t unfused_optimizer_ops_min = 20;  // ops under one optimizer step
+  double host_bound_idle_min = 0.5;      // device idle share of the step
 };
 
 // Every rule over run `run_id`, most severe first.

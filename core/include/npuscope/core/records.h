@@ -25,6 +25,7 @@ struct OpRecord {
   int16_t depth = 0;
   int8_t device = -1;           // npu index, -1 for host-only ops
   uint8_t is_backward = 0;
+  uint8_t host_sync = 0;        // 1: the host waits for the device here (copy to the host, item, synchronize)
 };
 
 // A batch of op records, filled by one thread and handed to the writer whole.

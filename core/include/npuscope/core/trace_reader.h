@@ -89,6 +89,7 @@ struct OpSlice {
   int32_t depth = 0;
   int32_t device = -1;           // npu index, -1: host-only op
   bool is_backward = false;
+  bool host_sync = false;        // the host waits for the device here (op_events.host_sync)
   std::string_view name;
   std::string_view input_shapes;  // "[[2, 3], []]" as the profiler wrote it; empty: not recorded
   std::string_view input_dtypes;  // "float, Scalar"; empty: not recorded
@@ -277,6 +278,9 @@ class TraceReader {
   // and anything else too big to hold in memory.
   StatusOr<OpCursor> openOpCursor(int64_t run_id, int64_t thread_id, const TimeWindow& window);
 
+  // The ops of the steps in `range`, every thread, in id order (ops outside steps are not read).
+  StatusOr<std::vector<OpSlice>> stepOps(int64_t run_id, const StepRange& range);
+
   StatusOr<std::vector<StepRow>> steps(int64_t run_id, const std::optional<StepRange>& range = std::nullopt);
   StatusOr<std::vector<OverflowEventRow>> overflowEvents(int64_t run_id);
   // One row per step that holds ops, in step order. A run with real device tasks (imported)
@@ -304,6 +308,8 @@ class TraceReader {
   // The text of an interned string id of this file ("" for unknown ids); the view lives as long
   // as the reader. Reloads the strings table when a live file has grown new ones.
   std::string_view stringValue(int64_t id);
+  // The op of a statement's current row (columns kOpColumns), its strings from the cache.
+  OpSlice opSliceAt(sqlite3_stmt* st);
 
   // A read transaction: every query between begin and end sees one snapshot of a live file.
   // Nesting is counted; only the outermost pair talks to SQLite.
