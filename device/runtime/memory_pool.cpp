@@ -163,7 +163,8 @@ void release(void* data) {
     std::free(h);
     return;
   }
-  Pool& pool = pools()[h->device];
+  const int device = h->device;  // h may be freed below
+  Pool& pool = pools()[device];
   uint64_t allocated, reserved;
   {
     std::lock_guard<std::mutex> lock(pool.mu);
@@ -178,7 +179,7 @@ void release(void* data) {
     allocated = pool.stats.allocated;
     reserved = pool.stats.reserved;
   }
-  notify(h->device, allocated, reserved);
+  notify(device, allocated, reserved);
 }
 
 MemoryStats memory_stats(int device) {
