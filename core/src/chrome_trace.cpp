@@ -1,4 +1,5 @@
 #include "npuscope/core/chrome_trace.h"
+#include "npuscope/core/predicted_timeline.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -18,6 +19,7 @@ namespace {
 constexpr int kHostPid = 1;
 constexpr int kDevicePidBase = 1000;
 constexpr int kDeviceTidBase = 100000;
+constexpr int kPredictedHostTid = kDeviceTidBase - 1;  // the host process's "host (predicted)" thread
 
 // ---------------------------------------------------------------------------------------------
 // JSON text
@@ -354,7 +356,7 @@ class HostTrack {
   std::vector<int64_t> ends_;
 };
 
-// A modeled device task waiting for the end of its part file (device events are written per
+// A predicted device task waiting for the end of its part file (device events are written per
 // file, sorted by device start, after the host events).
 struct DeviceTask {
   int32_t device;
@@ -388,7 +390,8 @@ class ChromeTraceExporter {
   // Real device tasks (imported runs), read page by page in start order.
   bool nextRealTask();
   Status emitRealTask(const DeviceTaskRow& t);
-  Status bufferDeviceTask(const OpSlice& op, int64_t host_tid);
+  Status bufferDeviceTask(DeviceTask t);
+  Status emitPredictedStep(const StepRow& st, int64_t host_tid);
   Status flushDeviceTasks();
   std::string deviceMetadata(int32_t device);
   void renderDeviceTask(DeviceTask& t) const;
@@ -407,6 +410,8 @@ class ChromeTraceExporter {
   std::string footer_;
   PartFile part_;
   size_t part_index_ = 0;
+  bool predicted_ = false;       // an npu run: the predicted host and device lanes are written
+  int64_t predicted_end_ = std::numeric_limits<int64_t>::min();  // where the last predicted step ended
   std::vector<DeviceTask> device_tasks_;
   uint64_t device_bytes_ = 0;          // upper bound of what device_tasks_ will write
   // Devices whose metadata is in the current part, or budgeted to be written with its device tasks.
@@ -497,6 +502,13 @@ Status ChromeTraceExporter::setUp() {
     host_metadata_ += ",\n" + metadataEvent("thread_name", kHostPid, tracks_[i]->tid(), "name", json);
     host_metadata_ += ",\n" + metadataEvent("thread_sort_index", kHostPid, tracks_[i]->tid(), "sort_index",
                                              std::to_string(i == main ? 0 : i + 1));
+  }
+  predicted_ = options_.device_stream && !run_.imported() && !tracks_.empty();
+  if (predicted_) {
+    host_metadata_ += ",\n" + metadataEvent("thread_name", kHostPid, kPredictedHostTid, "name",
+                                             "\"host (predicted, a real npu)\"");
+    host_metadata_ += ",\n" + metadataEvent("thread_sort_index", kHostPid, kPredictedHostTid, "sort_index",
+                                             std::to_string(tracks_.size() + 1));
   }
   ASSIGN_OR_RETURN(const int64_t tasks, reader_.deviceTaskCount(run_.id));
   real_done_ = tasks == 0;
@@ -591,7 +603,7 @@ std::string ChromeTraceExporter::deviceMetadata(int32_t device) {
   const int pid = kDevicePidBase + device;
   std::string s = metadataEvent("process_name", pid, 0, "name", "\"" + npu + "\"");
   s += ",\n" + metadataEvent("process_sort_index", pid, 0, "sort_index", std::to_string(1 + device));
-  s += ",\n" + metadataEvent("thread_name", pid, kDeviceTidBase + device, "name", "\"" + npu + " stream (modeled)\"");
+  s += ",\n" + metadataEvent("thread_name", pid, kDeviceTidBase + device, "name", "\"" + npu + " stream (predicted)\"");
   return s;
 }
 
@@ -650,20 +662,58 @@ void ChromeTraceExporter::renderDeviceTask(DeviceTask& t) const {
   s += "}}";
 }
 
-Status ChromeTraceExporter::bufferDeviceTask(const OpSlice& op, int64_t host_tid) {
-  DeviceTask t{op.device, op.device_start_ns, std::max<int64_t>(0, op.device_dur_ns), {}, op.id, op.name, host_tid};
+Status ChromeTraceExporter::bufferDeviceTask(DeviceTask t) {
   renderDeviceTask(t);
   const uint64_t task_bytes = t.text.size() + 2 + 8;  // separator, and slack for a clamped ts
-  const uint64_t meta_bytes = deviceMetadata(op.device).size() + 2;
+  const uint64_t meta_bytes = deviceMetadata(t.device).size() + 2;
   bool new_part;
-  RETURN_IF_ERROR(makeRoom(task_bytes + (announced_devices_.count(op.device) ? 0 : meta_bytes), &new_part));
+  RETURN_IF_ERROR(makeRoom(task_bytes + (announced_devices_.count(t.device) ? 0 : meta_bytes), &new_part));
   device_bytes_ += task_bytes;
-  if (!announced_devices_.count(op.device)) {
-    announced_devices_.insert(op.device);
-    pending_device_metadata_.insert(op.device);
+  if (!announced_devices_.count(t.device)) {
+    announced_devices_.insert(t.device);
+    pending_device_metadata_.insert(t.device);
     device_bytes_ += meta_bytes;
   }
   device_tasks_.push_back(std::move(t));
+  return Status::ok();
+}
+
+// The step's predicted timeline (core/predicted_timeline.h): its host ops on the host process's
+// "host (predicted)" thread, its kernels on the npu's predicted stream. The step is placed at
+// its recorded start, or after the previous predicted step if that one is still running.
+Status ChromeTraceExporter::emitPredictedStep(const StepRow& st, int64_t host_tid) {
+  ASSIGN_OR_RETURN(std::vector<OpSlice> ops, reader_.stepOps(run_.id, StepRange{st.step, st.step}));
+  std::unordered_map<int64_t, std::string_view> names;
+  std::vector<PredictedInput> in;
+  in.reserve(ops.size());
+  for (const OpSlice& op : ops) {
+    in.push_back(predictedInput(op));
+    names.emplace(op.id, op.name);
+  }
+  std::vector<PredictedOp> out;
+  const PredictedStep p = predictStep(st.step, std::move(in), HostModelParams(), &out);
+  if (p.kernels == 0) return Status::ok();
+  const int64_t at = std::max(st.start_ns, predicted_end_);
+  predicted_end_ = at + p.step_ns;
+  std::string& s = scratch_;
+  for (const PredictedOp& o : out) {
+    s.clear();
+    s += "{\"ph\":\"X\",\"cat\":\"predicted\",\"name\":";
+    s += strings_.name(names[o.id]);
+    s += ",\"pid\":";
+    appendPlacement(s, kHostPid, kPredictedHostTid, at + o.host_start_ns - base_, o.host_end_ns - o.host_start_ns);
+    s += ",\"args\":{\"External id\":";
+    appendInt(s, o.id);
+    s += ",\"Step\":";
+    appendInt(s, st.step);
+    s += "}}";
+    ++summary_.predicted_host_events;
+    RETURN_IF_ERROR(emit(s));
+    if (o.device_start_ns >= 0) {
+      RETURN_IF_ERROR(bufferDeviceTask(
+          DeviceTask{o.device, at + o.device_start_ns, o.device_dur_ns, {}, o.id, names[o.id], host_tid}));
+    }
+  }
   return Status::ok();
 }
 
@@ -725,7 +775,8 @@ Status ChromeTraceExporter::emitHost(HostTrack& track, const HostItem& item) {
     if (st.grad_norm) s += ",\"Grad norm\":", appendDouble(s, *st.grad_norm);
     s += "}}";
     ++summary_.step_events;
-    return emit(s);
+    RETURN_IF_ERROR(emit(s));
+    return predicted_ ? emitPredictedStep(st, track.tid()) : Status::ok();
   }
 
   const OpSlice& op = item.op;
@@ -759,9 +810,6 @@ Status ChromeTraceExporter::emitHost(HostTrack& track, const HostItem& item) {
   s += "}}";
   ++summary_.op_events;
   RETURN_IF_ERROR(emit(s));
-  if (options_.device_stream && op.device >= 0 && op.device_start_ns >= 0 && op.device_dur_ns >= 0) {
-    RETURN_IF_ERROR(bufferDeviceTask(op, track.tid()));
-  }
   return Status::ok();
 }
 

@@ -56,7 +56,8 @@ double PredictedStep::hostWaitShare() const {
 
 BoundBy boundBy(const PredictedStep& s) {
   if (s.deviceIdleShare() > 0.5) return BoundBy::kHost;
-  if (s.hostWaitShare() > 0.5) return BoundBy::kDevice;
+  const int64_t per_device = s.devices > 0 ? s.device_busy_ns / s.devices : 0;
+  if (per_device > s.dispatch_ns) return BoundBy::kDevice;
   return BoundBy::kBalanced;
 }
 

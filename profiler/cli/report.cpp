@@ -400,10 +400,14 @@ int runExport(const ExportOptions& o) {
     c.max_file_bytes = static_cast<uint64_t>(o.max_file_mb) << 20;
     auto s = exportChromeTrace(**reader, o.chrome, c);
     if (!s.isOk()) return fail(s.status().message());
-    std::printf("chrome trace of run %lld: %lld op slices, %lld steps, %lld device slices, %lld counters\n",
+    std::printf("chrome trace of run %lld: %lld op slices, %lld steps, %lld %s device slices, %lld counters\n",
                 static_cast<long long>(run->id), static_cast<long long>(s->op_events),
                 static_cast<long long>(s->step_events), static_cast<long long>(s->device_events),
-                static_cast<long long>(s->counter_events));
+                run->imported() ? "real" : "predicted", static_cast<long long>(s->counter_events));
+    if (s->predicted_host_events > 0) {
+      std::printf("  with the predicted timeline of a real npu: %lld host slices (thread \"host (predicted, a real npu)\")\n",
+                  static_cast<long long>(s->predicted_host_events));
+    }
     for (const std::string& f : s->files) std::printf("  %s\n", f.c_str());
     if (s->clamped_slices > 0) {
       std::printf("  %lld slices shortened to nest in their parent\n", static_cast<long long>(s->clamped_slices));

@@ -149,8 +149,11 @@ std::unique_ptr<TraceReader> openReader(const std::string& p) {
   return r.isOk() ? std::move(r).value() : nullptr;
 }
 
-const json* findX(const std::vector<json>& xs, const std::string& name, int64_t external_id = -1) {
+// A recorded slice (cat "predicted": a slice of the predicted host lane).
+const json* findX(const std::vector<json>& xs, const std::string& name, int64_t external_id = -1,
+                  bool predicted = false) {
   for (const json& e : xs) {
+    if ((e["cat"] == "predicted") != predicted) continue;
     if (e["name"] == name && (external_id < 0 || e["args"].value("External id", int64_t{-1}) == external_id)) return &e;
   }
   return nullptr;
@@ -172,7 +175,8 @@ TEST(ChromeTrace, ExportParsesNestsAndCarriesEverything) {
 
   const json trace = parseFile(out);
   const std::vector<json> xs = checkedSlices(trace);
-  ASSERT_EQ(xs.size(), 9u + 2u + 3u);
+  EXPECT_EQ(sum->predicted_host_events, 9);  // every op of the two steps: none is inside a kernel
+  ASSERT_EQ(xs.size(), 9u + 2u + 3u + 9u);
 
   // Times: µs relative to the run start; the sticking-out child ends with its parent.
   const json* linear = findX(xs, "aten::linear");
@@ -220,7 +224,18 @@ TEST(ChromeTrace, ExportParsesNestsAndCarriesEverything) {
   EXPECT_EQ((*s0)["args"]["Loss scale"], 65536.0);
   EXPECT_EQ((*s1)["args"]["Overflow"], 1);
 
-  // The modeled device stream: its own process and thread.
+  // The predicted timeline (default HostModelParams), step 0 placed at its recorded start (ts
+  // 500): linear is a composite (2 us), addmm is dispatched (10 us) and enqueued (1.5 us), the
+  // launch thread launches it 8 us later: host slice 2.5..14 us, kernel at 500 + 21500 ns.
+  const json* p_addmm = findX(xs, "aten::addmm", 2, true);
+  ASSERT_NE(p_addmm, nullptr);
+  EXPECT_EQ((*p_addmm)["pid"], (*linear)["pid"]);
+  EXPECT_NE((*p_addmm)["tid"], (*linear)["tid"]);
+  EXPECT_EQ(ns((*p_addmm)["ts"]), 2500);
+  EXPECT_EQ(ns((*p_addmm)["dur"]), 11500);
+  EXPECT_EQ((*p_addmm)["args"]["Step"], 0);
+
+  // The predicted device stream: its own process and thread.
   std::vector<const json*> kernels;
   for (const json& e : xs) {
     if (e["cat"] == "kernel") kernels.push_back(&e);
@@ -231,8 +246,9 @@ TEST(ChromeTrace, ExportParsesNestsAndCarriesEverything) {
     EXPECT_EQ((*k)["pid"], (*kernels[0])["pid"]);
     EXPECT_EQ((*k)["tid"], (*kernels[0])["tid"]);
   }
-  EXPECT_EQ(ns((*kernels[0])["ts"]), 1200);
+  EXPECT_EQ(ns((*kernels[0])["ts"]), 22000);
   EXPECT_EQ(ns((*kernels[0])["dur"]), 500);
+  EXPECT_EQ((*kernels[0])["args"]["External id"], 2);
 
   // Metadata and counters.
   std::set<std::string> thread_names, counters;
@@ -249,7 +265,8 @@ TEST(ChromeTrace, ExportParsesNestsAndCarriesEverything) {
   }
   EXPECT_TRUE(thread_names.count("thread 7 (main)"));
   EXPECT_TRUE(thread_names.count("thread 9 (backward)"));
-  EXPECT_TRUE(thread_names.count("npu:0 stream (modeled)"));
+  EXPECT_TRUE(thread_names.count("npu:0 stream (predicted)"));
+  EXPECT_TRUE(thread_names.count("host (predicted, a real npu)"));
   EXPECT_TRUE(device_process);
   EXPECT_EQ(counters, (std::set<std::string>{"Memory npu:0", "Loss scale", "Loss"}));
 }
@@ -388,6 +405,9 @@ TEST(ChromeTrace, LargeRunsSplitIntoValidFilesByTime) {
         ++kernels;
         continue;
       }
+      // Predicted lanes sit in their step's part; their times are the prediction's, which here
+      // (tiny recorded ops) runs far longer than the recording.
+      if (x["cat"] == "predicted") continue;
       first_host_ts = std::min(first_host_ts, ns(x["ts"]));
       max_host_ts = std::max(max_host_ts, ns(x["ts"]));
     }

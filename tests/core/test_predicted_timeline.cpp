@@ -79,7 +79,7 @@ TEST(PredictedTimeline, KernelsWithoutTaskQueueLaunchOnTheHostThread) {
   EXPECT_EQ(s.kernels, 3);
   EXPECT_EQ(s.devices, 1);
   EXPECT_NEAR(s.deviceIdleShare(), 1 - 155.0 / 173, 1e-12);
-  EXPECT_EQ(boundBy(s), BoundBy::kBalanced);
+  EXPECT_EQ(boundBy(s), BoundBy::kDevice);  // idle 10 %, 155 of device work against 54 of host work
 }
 
 TEST(PredictedTimeline, TaskQueueLaunchesOnASecondThread) {
@@ -189,6 +189,14 @@ TEST(PredictedTimeline, HostBoundAndDeviceBoundVerdicts) {
   big.add("aten::_local_scalar_dense", 0, 1);
   const PredictedStep d = predictStep(0, big.ops, params(false));
   EXPECT_EQ(boundBy(d), BoundBy::kDevice);
+  EXPECT_STREQ(boundByName(boundBy(d)), "device-bound");
+
+  Builder even;  // the device idles 23 %, and the host has more work than it: balanced
+  for (int i = 0; i < 10; ++i) even.add("aten::add", 0, 15);
+  const PredictedStep e = predictStep(0, even.ops, params(false));
+  // op i: host 18 i .. 18 (i + 1), kernel 18 (i + 1) .. + 15: step 195, busy 150 < 180 of host work.
+  EXPECT_EQ(e.step_ns, 195);
+  EXPECT_EQ(boundBy(e), BoundBy::kBalanced);
 }
 
 TEST(PredictedTimeline, TwoDevicesAndWhatIfScaling) {

@@ -10,8 +10,12 @@
 // - thread_name / process_name / *_sort_index metadata events (ph "M") in every file;
 // - counters (ph "C"): "Memory npu:N" {allocated, reserved} in bytes per device, and
 //   "Loss scale" / "Loss" at each step start;
-// - the modeled device stream of npu N as its own track (pid 1000+N, thread
-//   "npu:N stream (modeled)"), X events from device_start_ns / device_dur_ns (cat "kernel").
+// - an npu run's predicted timeline (core/predicted_timeline.h), step by step: the host's
+//   predicted ops on the host process's thread "host (predicted, a real npu)" (cat "predicted")
+//   and the kernels on npu N's predicted stream (pid 1000+N, thread "npu:N stream (predicted)",
+//   cat "kernel"); each step placed at its recorded start (or after the previous predicted step
+//   when that one runs longer). The predicted lanes are written with their step's slice, so
+//   they sit in the part of their step. An imported run's real device tasks instead, per stream.
 // ts and dur are microseconds relative to the run's earliest record, written with exactly three
 // decimals (integer nanoseconds, no rounding). Slices on one track always nest: a slice that
 // sticks out of its enclosing slice (clock jitter, a step boundary inside an op) is shortened to
@@ -34,7 +38,7 @@ struct ChromeTraceOptions {
   int64_t run_id = -1;                     // -1: the latest run
   uint64_t max_file_bytes = 256ull << 20;  // chrome://tracing's practical limit
   TimeWindow window;                       // only ops, steps and samples that start in it
-  bool device_stream = true;               // the modeled npu stream tracks
+  bool device_stream = true;               // the predicted host and npu stream tracks
   bool memory_counters = true;
 };
 
@@ -43,6 +47,7 @@ struct ChromeTraceSummary {
   int64_t op_events = 0;
   int64_t step_events = 0;
   int64_t device_events = 0;
+  int64_t predicted_host_events = 0;
   int64_t counter_events = 0;
   int64_t clamped_slices = 0;  // slices shortened so they nest in their parent
   int64_t base_ns = 0;         // the recording time that is ts 0

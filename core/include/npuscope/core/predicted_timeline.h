@@ -92,8 +92,8 @@ struct PredictedStep {
   double hostWaitShare() const;
 };
 
-// Host-bound: the device idles more than half the step while the host dispatches; device-bound:
-// the host waits for the device more than half of it; else balanced.
+// Host-bound: the device idles more than half the step (it waits for the host); device-bound:
+// it idles less, and each device has more work than the host's dispatching; else balanced.
 enum class BoundBy { kHost, kDevice, kBalanced };
 BoundBy boundBy(const PredictedStep& s);
 const char* boundByName(BoundBy b);  // "host-bound", "device-bound", "balanced"
