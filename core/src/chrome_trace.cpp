@@ -411,7 +411,7 @@ class ChromeTraceExporter {
   PartFile part_;
   size_t part_index_ = 0;
   bool predicted_ = false;       // an npu run: the predicted host and device lanes are written
-  int64_t predicted_end_ = std::numeric_limits<int64_t>::min();  // where the last predicted step ended
+  PredictedStepPlacer placer_;
   std::vector<DeviceTask> device_tasks_;
   uint64_t device_bytes_ = 0;          // upper bound of what device_tasks_ will write
   // Devices whose metadata is in the current part, or budgeted to be written with its device tasks.
@@ -693,8 +693,7 @@ Status ChromeTraceExporter::emitPredictedStep(const StepRow& st, int64_t host_ti
   std::vector<PredictedOp> out;
   const PredictedStep p = predictStep(st.step, std::move(in), HostModelParams(), &out);
   if (p.kernels == 0) return Status::ok();
-  const int64_t at = std::max(st.start_ns, predicted_end_);
-  predicted_end_ = at + p.step_ns;
+  const int64_t at = placer_.place(st.start_ns, p.step_ns);
   std::string& s = scratch_;
   for (const PredictedOp& o : out) {
     s.clear();

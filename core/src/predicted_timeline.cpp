@@ -151,6 +151,7 @@ PredictedStep predictStep(int64_t step, std::vector<PredictedInput> ops, const H
           o.role = f.role;
           o.device = op.device;
           o.host_start_ns = host;
+          o.depth = static_cast<int32_t>(stack.size()) - 1;
           out->push_back(o);
         }
         switch (f.role) {

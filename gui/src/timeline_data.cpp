@@ -211,6 +211,7 @@ StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& pa
     s.depth = static_cast<int16_t>(std::clamp<int32_t>(o.depth, 0, 4095));
     s.device = static_cast<int8_t>(std::clamp<int32_t>(o.device, -1, 127));
     s.is_backward = o.is_backward ? 1 : 0;
+    s.host_sync = o.host_sync ? 1 : 0;
     return s;
   };
   auto work = [&](int w, TraceReader* r) {
@@ -326,19 +327,11 @@ StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& pa
     data->op_count_ += static_cast<int64_t>(all.size());
   }
 
-  // Device lanes: the modeled stream of each npu, packed greedily into rows (one row when the
-  // stream is serial, as the cost model makes it).
-  std::vector<std::vector<Slice>> per_device;
-  for (int li = 0; li < data->host_lanes_; ++li) {
-    for (const Slice& s : data->lanes_[static_cast<size_t>(li)].slices) {
-      if (s.device_dur_ns < 0 || s.device_start_ns < 0 || s.device < 0) continue;
-      if (per_device.size() <= static_cast<size_t>(s.device)) per_device.resize(static_cast<size_t>(s.device) + 1);
-      Slice c = s;
-      c.start_ns = s.device_start_ns;
-      c.dur_ns = s.device_dur_ns;
-      per_device[static_cast<size_t>(s.device)].push_back(c);
-    }
-  }
+  // The predicted timeline of an npu run: the host lane and each npu's stream, packed greedily
+  // into rows (one row while a stream is serial, as the prediction makes it).
+  Predicted predicted;
+  if (!run->imported()) predicted = data->predict();
+  std::vector<std::vector<Slice>>& per_device = predicted.per_device;
   for (size_t dev = 0; dev < per_device.size(); ++dev) {
     auto& v = per_device[dev];
     if (v.empty()) continue;
@@ -347,10 +340,27 @@ StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& pa
     Lane lane;
     lane.kind = LaneKind::kDevice;
     lane.device = static_cast<int32_t>(dev);
-    lane.title = "npu:" + std::to_string(dev) + " (modeled)";
+    lane.title = "npu:" + std::to_string(dev) + " (predicted)";
     fillByDepth(lane, v);
     data->lanes_.push_back(std::move(lane));
   }
+  if (!predicted.host.empty()) {
+    Lane lane;
+    lane.kind = LaneKind::kDevice;  // device -1: the predicted host
+    lane.title = "host (predicted)";
+    for (const Slice& p : predicted.host) data->end_ns_ = std::max(data->end_ns_, p.end());
+    fillByDepth(lane, predicted.host);
+    data->lanes_.push_back(std::move(lane));
+  }
+  for (size_t li = static_cast<size_t>(data->host_lanes_); li < data->lanes_.size(); ++li) {
+    const Lane& lane = data->lanes_[li];
+    if (lane.kind != LaneKind::kDevice || lane.device < 0) continue;
+    for (uint32_t i = 0; i < lane.slices.size(); ++i) {
+      data->device_copy_by_op_.push_back({lane.slices[i].id, SliceRef{static_cast<int>(li), i}});
+    }
+  }
+  std::sort(data->device_copy_by_op_.begin(), data->device_copy_by_op_.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
 
   // Real device streams: one lane each (rows only where tasks of a stream overlap), and the
   // index from launching op to task.
@@ -443,19 +453,72 @@ int64_t TimelineData::estimateOps(int64_t begin_ns, int64_t end_ns) const {
 
 SliceRef TimelineData::deviceCopyOf(SliceRef host) const {
   if (!host.valid()) return {};
-  const Slice& s = slice(host);
-  if (s.device_dur_ns < 0 || s.device < 0) return {};
-  for (size_t li = static_cast<size_t>(host_lanes_); li < lanes_.size(); ++li) {
-    const Lane& lane = lanes_[li];
-    if (lane.device != s.device) continue;
-    for (int d = 0; d < lane.depthCount(); ++d) {
-      for (uint32_t i = lane.lowerBound(d, s.device_start_ns);
-           i < lane.depth_begin[static_cast<size_t>(d) + 1] && lane.slices[i].start_ns == s.device_start_ns; ++i) {
-        if (lane.slices[i].id == s.id) return {static_cast<int>(li), i};
-      }
+  const int64_t id = slice(host).id;
+  auto it = std::lower_bound(device_copy_by_op_.begin(), device_copy_by_op_.end(), id,
+                             [](const auto& e, int64_t v) { return e.first < v; });
+  return it != device_copy_by_op_.end() && it->first == id ? it->second : SliceRef{};
+}
+
+const PredictedStep* TimelineData::predictedStep(int64_t step) const {
+  auto it = std::lower_bound(predicted_steps_.begin(), predicted_steps_.end(), step,
+                             [](const PredictedStep& p, int64_t v) { return p.step < v; });
+  return it != predicted_steps_.end() && it->step == step ? &*it : nullptr;
+}
+
+// Every step whose ops are all in memory, predicted from its host lanes' ops and placed on the
+// recording's clock (PredictedStepPlacer); copies of the ops at their predicted times.
+TimelineData::Predicted TimelineData::predict() {
+  Predicted out;
+  std::map<int64_t, std::vector<SliceRef>> by_step;
+  for (int li = 0; li < host_lanes_; ++li) {
+    const Lane& lane = lanes_[static_cast<size_t>(li)];
+    for (uint32_t i = 0; i < lane.slices.size(); ++i) {
+      if (lane.slices[i].step >= 0) by_step[lane.slices[i].step].push_back(SliceRef{li, i});
     }
   }
-  return {};
+  PredictedStepPlacer placer;
+  std::unordered_map<int64_t, SliceRef> by_id;
+  std::vector<PredictedOp> ops;
+  for (auto& [step, refs] : by_step) {
+    const StepRow* row = stepByIndex(step);
+    if (partial_ && (!row || !covers(row->start_ns, row->start_ns + row->dur_ns))) continue;
+    std::vector<PredictedInput> in;
+    in.reserve(refs.size());
+    by_id.clear();
+    int64_t first = kMaxTime;
+    for (SliceRef r : refs) {
+      const Slice& s = slice(r);
+      PredictedInput p;
+      p.id = s.id;
+      p.parent_id = s.parent_id;
+      p.start_ns = s.start_ns;
+      p.device = s.device;
+      p.device_dur_ns = s.device_dur_ns;
+      p.host_sync = s.host_sync != 0;
+      p.name = str(s.name);
+      in.push_back(p);
+      by_id.emplace(s.id, r);
+      first = std::min(first, s.start_ns);
+    }
+    const PredictedStep p = predictStep(step, std::move(in), HostModelParams(), &ops);
+    if (p.kernels == 0) continue;
+    predicted_steps_.push_back(p);
+    const int64_t at = placer.place(row ? row->start_ns : first, p.step_ns);
+    for (const PredictedOp& o : ops) {
+      Slice c = slice(by_id[o.id]);
+      c.start_ns = at + o.host_start_ns;
+      c.dur_ns = o.host_end_ns - o.host_start_ns;
+      c.depth = static_cast<int16_t>(std::clamp(o.depth, 0, 4095));
+      out.host.push_back(c);
+      if (o.device_start_ns < 0) continue;
+      c.start_ns = at + o.device_start_ns;
+      c.dur_ns = o.device_dur_ns;
+      const size_t d = static_cast<size_t>(o.device);
+      if (out.per_device.size() <= d) out.per_device.resize(d + 1);
+      out.per_device[d].push_back(c);
+    }
+  }
+  return out;
 }
 
 int64_t TimelineData::selfNs(SliceRef r) const {

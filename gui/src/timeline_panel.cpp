@@ -132,10 +132,7 @@ TimelinePanel::TimelinePanel(TraceDocument* doc, QWidget* parent) : QWidget(pare
   });
   // A partial run: the view asks for the ops of a window, the document loads them.
   connect(view_, &TimelineView::windowWanted, doc_, [this](qint64 b, qint64 e) { doc_->loadWindow({b, e}); });
-  connect(doc_, &TraceDocument::stepTimesLoaded, this, [this] {
-    const RunRow* r = doc_->runById(doc_->currentRun());
-    view_->setStepDeviceTimes(doc_->stepDeviceTimes(), r && r->imported());
-  });
+  connect(doc_, &TraceDocument::stepTimesLoaded, this, [this] { view_->setStepDeviceTimes(doc_->stepDeviceTimes()); });
   connect(doc_, &TraceDocument::memoryLoaded, this, [this] { view_->setMemoryOverview(doc_->memoryOverview()); });
   connect(doc_, &TraceDocument::windowLoaded, this, [this] {
     view_->setData(doc_->timeline(), true);
@@ -146,7 +143,7 @@ TimelinePanel::TimelinePanel(TraceDocument* doc, QWidget* parent) : QWidget(pare
 
 void TimelinePanel::onRunLoaded(qint64, bool refreshed) {
   view_->setData(doc_->timeline(), refreshed);  // first: the old data is gone
-  if (!refreshed) view_->setStepDeviceTimes({}, false);
+  if (!refreshed) view_->setStepDeviceTimes({});
   view_->setMemoryOverview(doc_->memoryOverview());
   matches_.clear();
   match_ = -1;
@@ -254,9 +251,12 @@ QString TimelinePanel::describe(SliceRef r) const {
   html += row(tr("Input shapes"), s.shapes ? esc(d->str(s.shapes)) : tr("not recorded"));
   html += row(tr("Input dtypes"), s.dtypes ? esc(d->str(s.dtypes)) : (s.shapes ? tr("(none)") : tr("not recorded")));
   html += row(tr("Device"), s.device >= 0 ? QString("npu:%1").arg(s.device) : tr("host only"));
-  if (s.device_dur_ns >= 0) {
-    html += row(tr("Device time (modeled)"), formatNs(s.device_dur_ns));
-    html += row(tr("Queued on stream"), tr("%1 after the host part ended").arg(formatNs(s.device_start_ns - s.end())));
+  if (const SliceRef k = d->deviceCopyOf(host); k.valid()) {
+    const Slice& ks = d->slice(k);
+    html += row(tr("Kernel (predicted)"), tr("%1 on a real npu (cost model)").arg(formatNs(ks.dur_ns)));
+  } else if (s.device_dur_ns >= 0) {
+    html += row(tr("Device time (modeled)"), tr("%1 (no kernel on a real npu: a view, host fallback or "
+                                                "the emulator's own work)").arg(formatNs(s.device_dur_ns)));
   }
   const std::vector<SliceRef> tasks = d->tasksOf(host);
   if (!tasks.empty()) {

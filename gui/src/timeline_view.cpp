@@ -120,11 +120,10 @@ void TimelineView::setData(const TimelineData* data, bool keep_view) {
   update();
 }
 
-void TimelineView::setStepDeviceTimes(std::vector<StepDeviceTime> times, bool real) {
+void TimelineView::setStepDeviceTimes(std::vector<StepDeviceTime> times) {
   step_device_ = std::move(times);
   std::sort(step_device_.begin(), step_device_.end(),
             [](const StepDeviceTime& a, const StepDeviceTime& b) { return a.step < b.step; });
-  step_device_real_ = real;
   update();
 }
 
@@ -514,9 +513,15 @@ void TimelineView::paintSteps(QPainter& p) {
     last_x1 = x1;
     const QRectF r(x0, kRuler + 1, std::max(1.0, x1 - x0 - 1), kStepBand - 2);
     p.fillRect(r, it->overflow ? QColor(0xf2, 0xb8, 0xb2) : (it->step % 2 ? QColor(0xc9, 0xd6, 0xe6) : QColor(0xdb, 0xe4, 0xef)));
-    // The device's busy share of the step: a bar along the band's foot.
-    if (const StepDeviceTime* sd = stepDevice(it->step); sd && it->dur_ns > 0 && sd->device_ops > 0) {
-      const double share = std::clamp(static_cast<double>(sd->device_busy_ns) / static_cast<double>(it->dur_ns), 0.0, 1.0);
+    // The device's busy share of the step (an npu run: of its predicted step on a real npu; an
+    // imported run: of the recorded step, from the real device lanes): a bar along the band's foot.
+    double share = -1;
+    if (const PredictedStep* ps = data_->predictedStep(it->step)) {
+      share = 1 - ps->deviceIdleShare();
+    } else if (const StepDeviceTime* sd = stepDevice(it->step); sd && it->dur_ns > 0 && sd->device_ops > 0) {
+      share = std::clamp(static_cast<double>(sd->device_busy_ns) / static_cast<double>(it->dur_ns), 0.0, 1.0);
+    }
+    if (share >= 0) {
       const QRectF foot(r.left(), r.bottom() - 3, r.width(), 3);
       p.fillRect(foot, QColor(0xa9, 0xb4, 0xc2));
       p.fillRect(QRectF(foot.left(), foot.top(), std::max(1.0, foot.width() * share), foot.height()),
@@ -652,7 +657,8 @@ void TimelineView::paintLane(QPainter& p, const Track& t, int y) {
   p.restore();
   p.setPen(kMutedText);
   QString sub;
-  if (lane.kind == LaneKind::kDevice) sub = tr("%L1 kernels (model)").arg(lane.slices.size());
+  if (lane.kind == LaneKind::kDevice && lane.device >= 0) sub = tr("%L1 kernels of a real npu").arg(lane.slices.size());
+  else if (lane.kind == LaneKind::kDevice) sub = tr("%L1 ops of a real host").arg(lane.slices.size());
   else if (lane.kind == LaneKind::kTasks) sub = tr("%L1 tasks").arg(lane.slices.size());
   else if (data_->partial()) sub = tr("%L1 ops (%L2 loaded)").arg(lane.total_ops).arg(lane.slices.size());
   else sub = tr("%L1 ops").arg(lane.slices.size());
@@ -960,12 +966,14 @@ bool TimelineView::event(QEvent* e) {
       QString text = tr("<b>ProfilerStep#%1</b><br>%2").arg(band_step).arg(st ? formatNs(st->dur_ns) : QString());
       if (st && st->overflow) text += tr(" \u00b7 overflow");
       if (st && st->skipped) text += tr(" \u00b7 skipped");
-      if (const StepDeviceTime* sd = stepDevice(band_step); sd && st && st->dur_ns > 0 && sd->device_ops > 0) {
-        text += tr("<br>device busy %1 (%2 %) \u00b7 idle %3 \u2014 %4")
+      if (const PredictedStep* ps = data_->predictedStep(band_step)) {
+        text += tr(" (emulator, measured)<br>predicted on a real npu: %1")
+                    .arg(QString::fromStdString(describePredictedStep(*ps)).toHtmlEscaped());
+      } else if (const StepDeviceTime* sd = stepDevice(band_step); sd && st && st->dur_ns > 0 && sd->device_ops > 0) {
+        text += tr("<br>device busy %1 (%2 %) \u00b7 idle %3 \u2014 real device lane")
                     .arg(formatNs(sd->device_busy_ns))
                     .arg(100.0 * static_cast<double>(sd->device_busy_ns) / static_cast<double>(st->dur_ns), 0, 'f', 1)
-                    .arg(formatNs(std::max<int64_t>(0, st->dur_ns - sd->device_busy_ns)))
-                    .arg(step_device_real_ ? tr("real device lane") : tr("cost model"));
+                    .arg(formatNs(std::max<int64_t>(0, st->dur_ns - sd->device_busy_ns)));
       }
       QToolTip::showText(he->globalPos(), text, this);
     } else if (r.valid()) {

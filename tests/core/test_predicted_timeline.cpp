@@ -172,9 +172,18 @@ TEST(PredictedTimeline, AutogradNodesAndUserScopes) {
   EXPECT_EQ(find(out, node)->role, PredictedRole::kAutograd);
   EXPECT_EQ(find(out, mm)->host_start_ns, 3);
   EXPECT_EQ(find(out, mm)->device_start_ns, 21);
+  EXPECT_EQ(find(out, scope)->depth, 0);
+  EXPECT_EQ(find(out, mm)->depth, 4);
   EXPECT_EQ(s.host_ns, 21);
   EXPECT_EQ(s.step_ns, 31);
   EXPECT_EQ(s.host_ops, 2);
+}
+
+TEST(PredictedTimeline, PlacerKeepsRecordedStartsUnlessTheLastStepStillRuns) {
+  PredictedStepPlacer p;
+  EXPECT_EQ(p.place(1000, 300), 1000);
+  EXPECT_EQ(p.place(2000, 1500), 2000);  // 1300 < 2000: its recorded start
+  EXPECT_EQ(p.place(3000, 100), 3500);   // the previous ran to 3500
 }
 
 TEST(PredictedTimeline, HostBoundAndDeviceBoundVerdicts) {

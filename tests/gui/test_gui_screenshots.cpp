@@ -174,12 +174,16 @@ TEST(Screenshots, StepBandsShowTheDeviceBusyShare) {
   const int64_t step = 5;
   const StepRow* st = d->stepByIndex(step);
   ASSERT_NE(st, nullptr);
+  // An npu run's bar is the device's busy share of the step predicted on a real npu: its
+  // kernels on the predicted npu lane over the predicted step time.
+  const PredictedStep* ps = d->predictedStep(step);
+  ASSERT_NE(ps, nullptr);
   int64_t busy = 0;
   for (const Lane& l : d->lanes()) {
-    if (l.kind != LaneKind::kThread) continue;
-    for (const Slice& s : l.slices) busy += s.step == step && s.device_dur_ns > 0 ? s.device_dur_ns : 0;
+    if (l.kind != LaneKind::kDevice || l.device < 0) continue;
+    for (const Slice& s : l.slices) busy += s.step == step ? s.dur_ns : 0;
   }
-  const double share = static_cast<double>(busy) / static_cast<double>(st->dur_ns);
+  const double share = static_cast<double>(busy) / static_cast<double>(ps->step_ns);
   ASSERT_GT(share, 0.02);
   ASSERT_LT(share, 0.98);
   v->fitWindow(st->start_ns, st->start_ns + st->dur_ns);
@@ -190,9 +194,12 @@ TEST(Screenshots, StepBandsShowTheDeviceBusyShare) {
   ASSERT_GT(x1 - x0, 200);
   int green = 0;
   for (int x = x0; x < x1; ++x) green += img.pixelColor(x, y) == QColor(0x2e, 0x8b, 0x57);
-  EXPECT_NEAR(static_cast<double>(green) / (x1 - x0), share, 0.02) << "busy " << busy << " of " << st->dur_ns;
+  EXPECT_NEAR(static_cast<double>(green) / (x1 - x0), share, 0.02) << "busy " << busy << " of " << ps->step_ns;
   v->fitAll();
   save(&w, "steps_device_share");
+  // Zoomed to the predicted step: the predicted host lane and the npu stream it feeds.
+  v->fitWindow(st->start_ns, st->start_ns + ps->step_ns);
+  save(&w, "steps_predicted_zoom");
 }
 
 // The Findings tab on a run with overflow-skipped steps (the O1 fixture skips steps 3 and 8):

@@ -126,11 +126,19 @@ TEST_F(TimelineDataTest, PartnersShareSequenceNumbersAcrossThreads) {
   ASSERT_TRUE(back.valid());
   EXPECT_EQ(data.slice(back).depth, 0);
   EXPECT_EQ(data.findById(data.slice(f).id), f);
-  // A modeled leaf has a device-lane copy with the same id.
+  // A kernel has a predicted device-lane copy with the same id: the cost model's duration,
+  // inside its step's predicted span (placed at the step's recorded start or later).
   SliceRef dev = data.deviceCopyOf(f);
   ASSERT_TRUE(dev.valid());
   EXPECT_EQ(data.slice(dev).id, data.slice(f).id);
-  EXPECT_EQ(data.slice(dev).start_ns, data.slice(f).device_start_ns);
+  EXPECT_EQ(data.slice(dev).dur_ns, data.slice(f).device_dur_ns);
+  const PredictedStep* ps = data.predictedStep(data.slice(f).step);
+  ASSERT_NE(ps, nullptr);
+  const StepRow* row = data.stepByIndex(data.slice(f).step);
+  ASSERT_NE(row, nullptr);
+  EXPECT_GE(data.slice(dev).start_ns, row->start_ns);
+  EXPECT_LT(data.slice(dev).start_ns, row->start_ns + row->dur_ns + ps->step_ns);
+  EXPECT_EQ(data.lanes()[static_cast<size_t>(dev.lane)].title, "npu:0 (predicted)");
 }
 
 TEST_F(TimelineDataTest, SearchIsCaseInsensitiveAndInStartOrder) {
@@ -211,8 +219,15 @@ TEST_F(TimelineDataTest, PartialLoadHoldsTheWindowsOpsAndEstimatesTheRestFromBlo
     EXPECT_EQ(p.opCount(), static_cast<int64_t>(expected.size()));
     // What the window holds is what a full load aggregates there.
     expectSameTable(p.aggregate(w), f.aggregate(w));
-    EXPECT_EQ(p.deviceCopyOf(p.findById(*expected.rbegin())).valid(),
-              f.deviceCopyOf(f.findById(*expected.rbegin())).valid());
+    // Steps wholly in the window are predicted as in the full load; others are not.
+    for (const PredictedStep& ps : p.predictedSteps()) {
+      const PredictedStep* fs = f.predictedStep(ps.step);
+      ASSERT_NE(fs, nullptr);
+      EXPECT_EQ(ps.step_ns, fs->step_ns) << "step " << ps.step;
+      const StepRow* row = f.stepByIndex(ps.step);
+      ASSERT_NE(row, nullptr);
+      EXPECT_TRUE(p.covers(row->start_ns, row->start_ns + row->dur_ns));
+    }
   }
 }
 

@@ -72,6 +72,7 @@ struct PredictedOp {
   int64_t host_end_ns = 0;
   int64_t device_start_ns = -1;  // kernels only
   int64_t device_dur_ns = -1;
+  int32_t depth = 0;             // predicted ops enclosing it (they nest on one host timeline)
 };
 
 struct PredictedStep {
@@ -110,6 +111,20 @@ PredictedStep predictStep(int64_t step, std::vector<PredictedInput> ops, const H
                           std::vector<PredictedOp>* out = nullptr);
 
 PredictedInput predictedInput(const OpSlice& op);
+
+// Places predicted steps on the recording's clock, as export and the workbench draw them: each
+// at its recorded start, or right after the previous predicted step while that one still runs.
+class PredictedStepPlacer {
+ public:
+  int64_t place(int64_t recorded_start_ns, int64_t step_ns) {
+    const int64_t at = end_ > recorded_start_ns ? end_ : recorded_start_ns;
+    end_ = at + step_ns;
+    return at;
+  }
+
+ private:
+  int64_t end_ = INT64_MIN;
+};
 
 // Every step of a recorded run (or those in `range`) that holds ops, in step order. Steps are
 // read a few at a time, so a long run is not held in memory.

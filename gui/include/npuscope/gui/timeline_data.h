@@ -1,6 +1,6 @@
 // The timeline's in-memory model of one run: the ops of every thread in a compact form,
 // arranged so that a frame draws in O(pixels x depth x log n) whatever the run's size, plus the
-// modeled device stream lanes, the real device streams of an imported run (with the link from
+// predicted host and device lanes of a real npu, the real device streams of an imported run (with the link from
 // each task to the host op that launched it) and the step table. Loaded in parallel, each
 // worker with its own read-only TraceReader, so it may run off the GUI thread; everything after
 // the load is plain memory and never touches SQLite. Qt-free, so tests and benchmarks can drive
@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "npuscope/core/predicted_timeline.h"
 #include "npuscope/core/status.h"
 #include "npuscope/core/trace_reader.h"
 
@@ -39,12 +40,15 @@ struct Slice {
   int16_t depth = 0;
   int8_t device = -1;
   uint8_t is_backward = 0;
+  uint8_t host_sync = 0;  // op_events.host_sync
   int64_t end() const { return start_ns + dur_ns; }
 };
 
 enum class LaneKind {
   kThread,  // a host thread's ops
-  kDevice,  // the modeled stream of an npu: copies of host ops at their modeled device times
+  kDevice,  // the predicted timeline of a real npu (core/predicted_timeline.h): an npu's stream,
+            // copies of its kernels at their predicted device times (device >= 0), or the
+            // predicted host, copies of host ops at their predicted host times (device -1)
   kTasks,   // a real device stream of an imported run: its tasks (id = task id, parent_id =
             // the launching host op's id or -1, dtypes = the task type)
 };
@@ -134,6 +138,11 @@ class TimelineData {
 
   // The host op with this id (its thread lane), or an invalid ref.
   SliceRef findById(int64_t id) const;
+  // An npu run's predicted steps (core/predicted_timeline.h) in step order: every step whose
+  // ops are all in memory. Their kernels' device_start_ns / device_dur_ns are the predicted
+  // ones, each step placed by PredictedStepPlacer.
+  const std::vector<PredictedStep>& predictedSteps() const { return predicted_steps_; }
+  const PredictedStep* predictedStep(int64_t step) const;
   // The device-lane copy of a host op, or an invalid ref.
   SliceRef deviceCopyOf(SliceRef host) const;
   // A real device task's launching host op (its thread lane), or an invalid ref.
@@ -168,6 +177,13 @@ class TimelineData {
   int64_t op_count_ = 0;
   std::vector<Lane> lanes_;
   std::vector<std::string> strings_;
+  std::vector<PredictedStep> predicted_steps_;
+  std::vector<std::pair<int64_t, SliceRef>> device_copy_by_op_;  // (op id, its predicted kernel), sorted
+  struct Predicted {
+    std::vector<Slice> host;                     // the predicted host lane, in start order
+    std::vector<std::vector<Slice>> per_device;  // each npu's predicted kernels
+  };
+  Predicted predict();
   std::vector<StepRow> steps_;
   int host_lanes_ = 0;  // lanes_[0, host_lanes_) are thread lanes
   bool partial_ = false;

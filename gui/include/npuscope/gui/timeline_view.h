@@ -41,9 +41,10 @@ class TimelineView : public QWidget {
   // after zooming (debounced, never from paintEvent).
   void setMemoryOverview(std::vector<MemorySample> samples);
   void setMemoryProvider(std::function<std::vector<MemorySample>(const TimeWindow&, size_t)> provider);
-  // Each step's device busy time: drawn as a bar under the step's band (busy / step time) and
-  // given in its tooltip; `real` says whether it is a real device lane or the cost model's.
-  void setStepDeviceTimes(std::vector<StepDeviceTime> times, bool real);
+  // An imported run's real device busy time per step: drawn as a bar under the step's band
+  // (busy / step time) and given in its tooltip. An npu run's steps show their predicted
+  // timeline instead (TimelineData::predictedStep).
+  void setStepDeviceTimes(std::vector<StepDeviceTime> times);
   // Partial runs (TimelineData::partial()): the most ops a window may hold to be asked for.
   void setWindowBudget(int64_t ops) { window_budget_ops_ = ops; }
   // The window to ask for now: the view plus half a view on each side, when the view is not in
@@ -165,7 +166,6 @@ class TimelineView : public QWidget {
 
   std::vector<MemorySample> memory_overview_, memory_detail_;
   std::vector<StepDeviceTime> step_device_;  // by step
-  bool step_device_real_ = false;
   const StepDeviceTime* stepDevice(int64_t step) const;
   TimeWindow memory_detail_window_;
   std::function<std::vector<MemorySample>(const TimeWindow&, size_t)> memory_provider_;
