@@ -262,6 +262,21 @@ void DumpsView::refresh() {
   stats_->setText(dumps.empty() ? QString() : tr("Select a tensor to see its values."));
 }
 
+bool DumpsView::selectDumpId(int64_t id) {
+  for (int row = 0; row < model_->rowCount(); ++row) {
+    const TensorDumpInfo* d = model_->dumpAt(row);
+    if (!d || d->id != id) continue;
+    filter_->clear();
+    setOnlyNonFinite(false);
+    const QModelIndex i = proxy_->mapFromSource(model_->index(row, 0));
+    table_->setCurrentIndex(i);
+    table_->scrollTo(i);
+    showDump(row);
+    return true;
+  }
+  return false;
+}
+
 void DumpsView::showDump(int row) {
   const TensorDumpInfo* d = model_->dumpAt(row);
   if (!d || !doc_->reader()) return;

@@ -211,6 +211,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     tabs_->setCurrentWidget(timeline_);
     timeline_->openStep(step);
   });
+  connect(timeline_, &TimelinePanel::dumpActivated, this, [this](qint64 dump_id) {
+    tabs_->setCurrentWidget(dumps_);
+    if (!dumps_->selectDumpId(dump_id)) showError(tr("tensor dump #%1 is not in this run").arg(dump_id));
+  });
   connect(training_, &TrainingView::opActivated, this, [this](qint64 op_id) {
     tabs_->setCurrentWidget(timeline_);
     if (!timeline_->openOp(op_id)) showError(tr("op #%1 is not in the loaded part of the timeline").arg(op_id));

@@ -120,6 +120,10 @@ TimelinePanel::TimelinePanel(TraceDocument* doc, QWidget* parent) : QWidget(pare
   connect(view_, &TimelineView::rangeSelected, this, [this](qint64 b, qint64 e) { summarizeRange(b, e); });
   connect(details_, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
     const TimelineData* d = view_->data();
+    if (url.scheme() == "dump") {
+      emit dumpActivated(url.path().toLongLong());
+      return;
+    }
     if (!d || url.scheme() != "op") return;
     const SliceRef r = d->findById(url.path().toLongLong());
     if (r.valid()) view_->selectSlice(r, true);
@@ -258,6 +262,27 @@ QString TimelinePanel::describe(SliceRef r) const {
     html += row(tr("Device time (modeled)"), tr("%1 (no kernel on a real npu: a view, host fallback or "
                                                 "the emulator's own work)").arg(formatNs(s.device_dur_ns)));
   }
+  // The op's own dumped tensors (ACL_DUMP_DATA / --dump-config), each a link to the Dumps tab.
+  QStringList dumped;
+  int64_t dumped_count = 0;
+  for (const TensorDumpInfo& t : doc_->dumps()) {
+    if (t.op_id != s.id) continue;
+    if (++dumped_count > 8) continue;
+    const bool bad = t.nan_count.value_or(0) > 0 || t.inf_count.value_or(0) > 0;
+    QString text = QString("<a href='dump:%1'>%2 %3 %4 %5</a>")
+                       .arg(t.id)
+                       .arg(QString::fromStdString(t.io), QString::number(t.idx), QString::fromStdString(t.dtype),
+                            QString::fromStdString(t.shape));
+    if (t.max) text += tr(" max %1").arg(formatValue(*t.max));
+    if (bad) {
+      text += tr(" <span style='color:#b3261e'><b>NaN %L1 \u00b7 inf %L2</b></span>")
+                  .arg(t.nan_count.value_or(0))
+                  .arg(t.inf_count.value_or(0));
+    }
+    dumped << text;
+  }
+  if (dumped_count > 8) dumped << tr("\u2026 %L1 more").arg(dumped_count - 8);
+  if (!dumped.isEmpty()) html += row(tr("Dumped tensors"), dumped.join("<br>"));
   const std::vector<SliceRef> tasks = d->tasksOf(host);
   if (!tasks.empty()) {
     int64_t busy = 0;

@@ -334,13 +334,13 @@ TEST(Screenshots, RealRecordedRun) {
   npuscope::testing::ensureApp();
   const std::string db = npuscope::testing::tempPath("real_run.db");
   for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(QString::fromStdString(db + suffix));
-  // Step 6's ops are dumped (tensor mode) in an O0 run and an O2 run of the same seed and data,
-  // so the dumps and compare views show real tensors too.
+  // Steps 1 and 6 are dumped (tensor mode) in an O0 run and an O2 run of the same seed and data,
+  // so the dumps and compare views show real tensors too (step 1 of the O2 run overflows).
   const std::string acl = npuscope::testing::tempPath("real_acl.json");
   {
     QFile f(QString::fromStdString(acl));
     ASSERT_TRUE(f.open(QIODevice::WriteOnly));
-    f.write(R"({"dump": {"dump_mode": "all", "dump_list": [], "dump_step": "6", "dump_data": "tensor"}})");
+    f.write(R"({"dump": {"dump_mode": "all", "dump_list": [], "dump_step": "1|6", "dump_data": "tensor"}})");
   }
   for (const char* level : {"O0", "O2"}) {
     QStringList args{"train", "--dataset", "synthetic", "--model", "cnn", "--steps", "12", "--opt-level", level,
@@ -364,6 +364,35 @@ TEST(Screenshots, RealRecordedRun) {
   w.tabs()->setCurrentWidget(w.training());
   w.training()->showStep(1);  // a skipped step with its first overflowing op
   save(&w, "real_04_training");
+  // The step's first overflowing op opens on the timeline with its own dumped tensors linked;
+  // following one opens it in the Dumps tab.
+  {
+    const OverflowEventRow* first = nullptr;
+    for (const OverflowEventRow& e : w.document()->overflowEvents()) {
+      if (e.step == 1 && e.source == "first_op") first = &e;
+    }
+    ASSERT_NE(first, nullptr);
+    ASSERT_GE(first->op_id, 0);
+    std::vector<int64_t> own;
+    for (const TensorDumpInfo& t : w.document()->dumps()) {
+      if (t.op_id == first->op_id) own.push_back(t.id);
+    }
+    ASSERT_FALSE(own.empty()) << "step 1 was dumped, its first overflowing op #" << first->op_id << " too";
+    emit w.training()->opActivated(first->op_id);
+    ASSERT_EQ(w.tabs()->currentWidget(), w.timeline());
+    const QString html = w.timeline()->details()->toHtml();
+    EXPECT_TRUE(html.contains("Dumped tensors")) << html.toStdString();
+    for (int64_t id : own) EXPECT_TRUE(html.contains(QString("dump:%1").arg(id))) << id;
+    save(&w, "real_04b_first_op_tensors");
+    emit w.timeline()->details()->anchorClicked(QUrl(QString("dump:%1").arg(own.back())));
+    ASSERT_EQ(w.tabs()->currentWidget(), w.dumps());
+    const QModelIndex cur = w.dumps()->table()->currentIndex();
+    ASSERT_TRUE(cur.isValid());
+    const TensorDumpInfo* shown = w.dumps()->model()->dumpAt(w.dumps()->proxy()->mapToSource(cur).row());
+    ASSERT_NE(shown, nullptr);
+    EXPECT_EQ(shown->id, own.back());
+    save(&w, "real_04c_first_op_tensor_in_dumps");
+  }
   w.tabs()->setCurrentWidget(w.dumps());
   ASSERT_GT(w.dumps()->model()->rowCount(), 10) << "the O2 run's step 6 was dumped";
   w.dumps()->table()->selectRow(3);

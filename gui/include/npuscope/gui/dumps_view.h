@@ -57,6 +57,9 @@ class DumpsView : public QWidget {
   void setOnlyNonFinite(bool on);
   // Shows tensor `row` of the model (source row).
   void showDump(int row);
+  // Selects and shows the tensor with this tensor_dumps id, clearing the filters that hide it;
+  // false when the run has no such dump.
+  bool selectDumpId(int64_t id);
   void refresh();
 
  private:

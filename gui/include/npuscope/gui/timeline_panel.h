@@ -44,6 +44,10 @@ class TimelinePanel : public QWidget {
   // Selects the op with this op_events id and brings it into view; false when it is not loaded.
   bool openOp(int64_t op_id);
 
+ signals:
+  // A dumped tensor of the selected op was clicked in the details (tensor_dumps.id).
+  void dumpActivated(qint64 dump_id);
+
  private:
   void onRunLoaded(qint64 run_id, bool refreshed);
   void showMatch();
