@@ -30,8 +30,9 @@ def main():
     p.add_argument("--steps", type=int, default=3, help="training steps (the middle ones are predicted)")
     p.add_argument("--db", default="resnet50_train.db")
     p.add_argument("--opt-level", default="O2")
-    p.add_argument("--npuscope", default=os.path.join(os.path.dirname(__file__), "..", "build", "profiler", "npuscope"),
-                   help="the npuscope CLI, for its report")
+    p.add_argument("--npuscope", default=os.environ.get("NPUSCOPE_CLI", os.path.join(os.path.dirname(__file__), "..",
+                                                                                    "build", "profiler", "npuscope")),
+                   help="the npuscope CLI, for its report (default: $NPUSCOPE_CLI or the build tree's)")
     args = p.parse_args()
 
     torch.manual_seed(0)

@@ -1,5 +1,6 @@
-"""The examples/ scripts run end to end, shortened: examples/resnet50_inference.py (2 small batches)
-and examples/fashion_mnist_amp.py (1 epoch of 150 steps), each as a subprocess of /usr/bin/python3
+"""The examples/ scripts run end to end, shortened: examples/resnet50_inference.py (2 small batches),
+examples/resnet50_train_predict.py (2 training steps of batch 2) and examples/fashion_mnist_amp.py
+(1 epoch of 150 steps), each as a subprocess of /usr/bin/python3
 in a scratch directory with this test's PYTHONPATH; their printed figures and their trace files
 (runs, steps, ops) are checked. About 15 s together on 2 cores."""
 import json
@@ -161,3 +162,23 @@ def test_fashion_mnist_recording(fashion):
             "nn.Module: fc (Linear)"} <= names
     assert query(db, "SELECT count(*) FROM ops WHERE run_id=? AND is_backward=1", run)[0][0] > 0
 
+
+
+# ---- resnet50 training and its predicted throughput ------------------------------------------
+def test_resnet50_train_predict(tmp_path, cli):
+    out = run_example("resnet50_train_predict.py", ["--batch-size", "2", "--steps", "2", "--npuscope", cli], tmp_path)
+    m = figure(r"^predicted on one npu: ([0-9.]+) ms/step = ([0-9]+) images/s \(([a-z-]+); device busy ([0-9.]+) %", out)
+    step_ms, images, verdict, busy = float(m.group(1)), int(m.group(2)), m.group(3), float(m.group(4))
+    emulator = float(figure(r"emulator ([0-9.]+) s/step", out).group(1))
+    db = str(tmp_path / "resnet50_train.db")
+    assert query(db, "SELECT count(*) FROM steps")[0][0] == 2
+    report = json.loads(subprocess.run([cli, "report", "--json", db], check=True, capture_output=True, text=True).stdout)
+    pred = report["predicted"]
+    assert pred["steps"] == 2
+    assert abs(step_ms - pred["median_step_ns"] / 1e6) < 0.01
+    assert images == round(2 / (pred["median_step_ns"] / 1e9))
+    # Two images a step leave the device waiting for the host's ~700 kernels' dispatch.
+    assert verdict == pred["bound"] == "host-bound", out
+    assert busy < 50
+    assert pred["kernels"] // 2 > 500  # ResNet-50's convolutions, batch norms, ... per step
+    assert step_ms / 1e3 < emulator  # the emulator's CPU is far slower than the predicted npu
