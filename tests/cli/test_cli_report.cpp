@@ -217,6 +217,24 @@ TEST(CliReport, PredictedStepIsTheSameForTheSameOps) {
   EXPECT_LT(p[0]["median_step_ns"].get<int64_t>(), measured[0]);
 }
 
+// The points where a real host waits for the device are recorded: each step copies its batch
+// (images, labels) to the npu with blocking copies (op_events.host_sync), and with float-status
+// overflow checks AMP reads the register once per step (an npu::get_float_status op).
+TEST(CliReport, HostSyncPointsAreRecorded) {
+  const std::string db = scratchPath("syncs.db");
+  ASSERT_EQ(run("train --dataset synthetic --model cnn --opt-level O2 --overflow-check-by float_status --steps 3 --db " +
+                db).exit_code, 0);
+  for (int step = 1; step < 3; ++step) {  // step 0 also moves the model's weights to the npu
+    const std::string where = " FROM op_events e JOIN strings s ON s.id = e.name_id WHERE e.step = " + std::to_string(step);
+    EXPECT_EQ(sqlInt(db, "SELECT count(*)" + where + " AND e.host_sync = 1"), 2) << "step " << step;
+    EXPECT_EQ(sqlInt(db, "SELECT count(*)" + where + " AND e.host_sync = 1 AND s.value = 'aten::_copy_from'"), 2);
+    EXPECT_EQ(sqlInt(db, "SELECT count(*)" + where + " AND s.value = 'npu::get_float_status'"), 1) << "step " << step;
+  }
+  // Copies between npu tensors (O2's fp16 model and fp32 masters) are not sync points.
+  EXPECT_GT(sqlInt(db, "SELECT count(*) FROM op_events e JOIN strings s ON s.id = e.name_id"
+                       " WHERE s.value = 'aten::_copy_from' AND e.host_sync IS NULL AND e.step >= 0"), 0);
+}
+
 TEST(CliReport, TwoRunsInOneFile) {
   const std::string db = scratchPath("two.db");
   ASSERT_EQ(run("train --dataset synthetic --model mlp --steps 3 --db " + db).exit_code, 0);
