@@ -560,8 +560,11 @@ Status TraceReader::loadStrings() {
 std::string_view TraceReader::stringValue(int64_t id) {
   if (id <= 0) return {};
   auto it = strings_.find(id);
-  if (it == strings_.end() && id > max_string_id_) {
-    (void)loadStrings();  // a live file has grown: an unknown id stays "" on failure
+  if (it == strings_.end() && id > max_string_id_ && !strings_unreadable_) {
+    // A live file has grown: read the new strings. An unknown id stays "". A strings table that
+    // cannot be read (a corrupt file) is not read again for every unknown id: that made reading
+    // a corrupt file's ops quadratic (found by fuzz_trace_file).
+    if (!loadStrings().isOk()) strings_unreadable_ = true;
     it = strings_.find(id);
   }
   return it == strings_.end() ? std::string_view() : std::string_view(it->second);

@@ -336,6 +336,7 @@ class TraceReader {
   std::unordered_map<std::string, ScopedStmt> statements_;
   std::unordered_map<int64_t, std::string> strings_;
   int64_t max_string_id_ = 0;
+  bool strings_unreadable_ = false;  // loadStrings failed: do not retry per unknown id
   int snapshot_depth_ = 0;
   std::unordered_map<int64_t, std::vector<ThreadSummary>> finished_run_threads_;  // cache for ended runs
 };
