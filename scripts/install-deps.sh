@@ -11,6 +11,7 @@ PACKAGES=(
   ccache                  # rebuilds of heavy libtorch translation units come from the cache
   pkg-config              # locating zstd and other libraries
   libtorch-dev            # libtorch 1.13.1 (CPU): ATen, c10, autograd, the dispatcher
+  libgloo-dev             # Gloo's headers: the hccl process group runs on c10d's ProcessGroupGloo
   libopenblas0-openmp     # without it libblas.so.3 is netlib's reference BLAS (~35x slower mm);
                           # the OpenMP build shares libtorch's OpenMP threads (see below)
   libsqlite3-dev          # the trace store

@@ -40,6 +40,8 @@ std::string format_device(const c10::Device& d) {
 
 bool is_npu(const at::Tensor& t) { return aten::isNpu(t); }
 
+at::Tensor cpu_alias(const at::Tensor& t) { return aten::isNpu(t) ? aten::owningAliasAsCpu(t) : t; }
+
 void synchronize(int device_index) {
   // Every op has completed when it returns; only the index is checked. Recorded as an op: the
   // predicted timeline's host waits for the device here.

@@ -161,6 +161,18 @@ at::Tensor aliasAsCpu(const at::Tensor& npu) {
   return alias;
 }
 
+at::Tensor owningAliasAsCpu(const at::Tensor& npu) {
+  c10::StorageImpl* owner = npu.storage().unsafeGetStorageImpl();
+  c10::raw::intrusive_ptr::incref(owner);  // released with the alias's DataPtr
+  auto storage = c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), owner->nbytes(),
+      at::DataPtr(owner->data(), owner, releaseStorageRef, c10::Device(c10::kCPU)), nullptr, /*resizable=*/false);
+  at::Tensor alias = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(std::move(storage)),
+                                                              c10::DispatchKeySet(c10::DispatchKey::CPU), npu.dtype());
+  alias.unsafeGetTensorImpl()->set_sizes_and_strides(npu.sizes(), npu.strides(), npu.storage_offset());
+  return alias;
+}
+
 void recycleAlias(at::Tensor&& alias) {
   if (alias.defined() && t_alias_pool.size() < kAliasPoolSize) t_alias_pool.push_back(std::move(alias));
 }

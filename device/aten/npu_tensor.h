@@ -37,6 +37,9 @@ void checkDtypeSupported(c10::ScalarType s, const char* op);
 // its own (a CPU one) whose allocator draws from the device pool, so a CPU kernel can resize it;
 // syncMutatedAlias() carries such changes back.
 at::Tensor aliasAsCpu(const at::Tensor& npu);
+// The same as a tensor that keeps the npu storage alive (for work that outlives the call, such
+// as c10d's asynchronous collectives); never recycled, not resizable.
+at::Tensor owningAliasAsCpu(const at::Tensor& npu);
 // Hands an alias back for reuse by later aliasAsCpu() calls on this thread. Safe to call while
 // results still view it: reuse waits until nothing else holds it.
 void recycleAlias(at::Tensor&& alias);

@@ -36,5 +36,6 @@ void bindDevice(py::module_& m);
 void bindOptim(py::module_& m);
 void bindAmp(py::module_& m);
 void bindProfiler(py::module_& m);
+void bindDistributed(py::module_& m);
 
 }  // namespace npuscope::python

@@ -39,4 +39,5 @@ PYBIND11_MODULE(_C, m) {
   npuscope::python::bindOptim(m);
   npuscope::python::bindAmp(m);
   npuscope::python::bindProfiler(m);
+  npuscope::python::bindDistributed(m);
 }

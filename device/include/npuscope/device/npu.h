@@ -34,6 +34,10 @@ c10::Device parse_torch_device(const std::string& text);
 // "npu:0" for PrivateUse1 devices, c10's own name ("cpu") otherwise.
 std::string format_device(const c10::Device& d);
 bool is_npu(const at::Tensor& t);
+// A CPU tensor over `t`'s memory (no copy) that keeps t's storage alive, for libraries that
+// only take CPU tensors (c10d's Gloo under the hccl process group): what it writes, `t` holds.
+// A CPU tensor is returned as it is.
+at::Tensor cpu_alias(const at::Tensor& t);
 
 // Operations on a device run synchronously on the host; synchronize() exists so code ported from
 // torch_npu keeps its calls, and it is the point where a real device would be waited for.

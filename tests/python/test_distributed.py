@@ -1,0 +1,225 @@
+"""torch.distributed's "hccl" backend on the npu (npuscope.distributed): real ranks (processes
+started by torch.multiprocessing over loopback TCP), each collective's npu result against the
+same collective of c10d's own Gloo on CPU tensors in the same ranks and against the value
+worked out here; DistributedDataParallel on 2 and 4 ranks against one process training on the
+whole batch; init by env:// as torchrun sets it; collectives recorded as hcom_* ops."""
+import os
+import socket
+import sqlite3
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import npuscope
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spawn(fn, world, *args):
+    mp.spawn(fn, args=(world, free_port()) + args, nprocs=world, join=True)
+
+
+def init(rank, world, port):
+    dist.init_process_group("hccl", init_method=f"tcp://127.0.0.1:{port}", world_size=world, rank=rank)
+    assert dist.get_backend() == "hccl"
+
+
+# ---- collectives -----------------------------------------------------------------------------
+def collectives(rank, world, port):
+    init(rank, world, port)
+    cpu_group = dist.new_group(backend="gloo")  # the reference: c10d's Gloo on CPU tensors
+
+    def both(make, op):
+        """Runs `op` on an npu tensor (hccl) and on the same CPU tensor (gloo); returns both."""
+        npu_t, cpu_t = make().npu(), make()
+        op(npu_t, None)
+        op(cpu_t, cpu_group)
+        assert npuscope.is_npu(npu_t)
+        return npu_t.cpu(), cpu_t
+
+    # allreduce: sum and max of rank-dependent values
+    a, b = both(lambda: torch.arange(6, dtype=torch.float32) * (rank + 1), lambda t, g: dist.all_reduce(t, group=g))
+    expected = torch.arange(6, dtype=torch.float32) * sum(r + 1 for r in range(world))
+    assert torch.equal(a, expected) and torch.equal(a, b)
+    a, b = both(lambda: torch.full((3,), float(rank)), lambda t, g: dist.all_reduce(t, op=dist.ReduceOp.MAX, group=g))
+    assert torch.equal(a, torch.full((3,), float(world - 1))) and torch.equal(a, b)
+    # fp16 allreduce (what AMP's fp16 gradients would use)
+    a, b = both(lambda: torch.full((4,), 0.5, dtype=torch.float16), lambda t, g: dist.all_reduce(t, group=g))
+    assert a.dtype == torch.float16 and torch.equal(a, b) and torch.equal(a, torch.full((4,), 0.5 * world).half())
+    # broadcast from the last rank
+    a, b = both(lambda: torch.arange(5.0) + 10 * rank, lambda t, g: dist.broadcast(t, src=world - 1, group=g))
+    assert torch.equal(a, torch.arange(5.0) + 10 * (world - 1)) and torch.equal(a, b)
+    # allgather
+    outs = [torch.zeros(2).npu() for _ in range(world)]
+    dist.all_gather(outs, torch.full((2,), float(rank)).npu())
+    assert [o.cpu().tolist() for o in outs] == [[float(r)] * 2 for r in range(world)]
+    # reduce_scatter (Gloo has none: allreduce of the flat inputs, then this rank's part)
+    out = torch.zeros(3).npu()
+    dist.reduce_scatter(out, [torch.full((3,), float(rank * world + i)).npu() for i in range(world)])
+    assert out.cpu().tolist() == [float(sum(r * world + rank for r in range(world)))] * 3
+    # reduce to rank 0
+    t = torch.ones(2).npu() * (rank + 1)
+    dist.reduce(t, dst=0)
+    if rank == 0:
+        assert t.cpu().tolist() == [float(sum(range(1, world + 1)))] * 2
+    # barrier, send / recv around a ring
+    dist.barrier()
+    send = torch.tensor([float(rank), 100.0 + rank]).npu()
+    recv = torch.zeros(2).npu()
+    if rank % 2 == 0:
+        dist.send(send, dst=(rank + 1) % world)
+        dist.recv(recv, src=(rank - 1) % world)
+    else:
+        dist.recv(recv, src=(rank - 1) % world)
+        dist.send(send, dst=(rank + 1) % world)
+    src = (rank - 1) % world
+    assert recv.cpu().tolist() == [float(src), 100.0 + src]
+    # async work
+    t = torch.ones(1000).npu()
+    work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    assert t.cpu().eq(world).all()
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_collectives_match_gloo_on_cpu(world):
+    spawn(collectives, world)
+
+
+# ---- DistributedDataParallel -----------------------------------------------------------------
+BATCH, STEPS = 12, 4
+
+
+def make_model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+
+
+def data():
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(STEPS, BATCH, 8, generator=g), torch.randn(STEPS, BATCH, 3, generator=g)
+
+
+def reference_params():
+    """One process, the whole batch, on CPU."""
+    model = make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    xs, ys = data()
+    for x, y in zip(xs, ys):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    return [p.detach() for p in model.parameters()]
+
+
+def ddp_rank(rank, world, port, out_dir, no_sync):
+    init(rank, world, port)
+    model = make_model().npu()
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+    xs, ys = data()
+    per = BATCH // world
+    for x, y in zip(xs, ys):
+        x, y = x[rank * per:(rank + 1) * per].npu(), y[rank * per:(rank + 1) * per].npu()
+        opt.zero_grad()
+        if no_sync:
+            # Two micro-batches, gradients accumulated locally, averaged once (DDP.no_sync).
+            half = per // 2
+            with ddp.no_sync():
+                (torch.nn.functional.mse_loss(ddp(x[:half]), y[:half]) * 0.5).backward()
+            (torch.nn.functional.mse_loss(ddp(x[half:]), y[half:]) * 0.5).backward()
+        else:
+            torch.nn.functional.mse_loss(ddp(x), y).backward()
+        opt.step()
+    torch.save([p.detach().cpu() for p in model.parameters()], os.path.join(out_dir, f"rank{rank}.pt"))
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("world,no_sync", [(2, False), (4, False), (2, True)])
+def test_ddp_matches_one_process_on_the_whole_batch(tmp_path, world, no_sync):
+    spawn(ddp_rank, world, str(tmp_path), no_sync)
+    ref = reference_params()
+    for rank in range(world):
+        got = torch.load(tmp_path / f"rank{rank}.pt")
+        for g, r in zip(got, ref):
+            # fp32 sums in another order: within 1e-5
+            assert torch.allclose(g, r, atol=1e-5, rtol=1e-5), (rank, (g - r).abs().max())
+    first = torch.load(tmp_path / "rank0.pt")
+    for rank in range(1, world):
+        assert all(torch.equal(a, b) for a, b in zip(first, torch.load(tmp_path / f"rank{rank}.pt")))
+
+
+def unused_rank(rank, world, port):
+    init(rank, world, port)
+
+    class TwoHeads(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body, self.used, self.unused = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1), torch.nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.used(self.body(x))
+
+    torch.manual_seed(0)
+    model = TwoHeads().npu()
+    ddp = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
+    for _ in range(2):
+        ddp(torch.randn(2, 4).npu()).sum().backward()
+    assert model.unused.weight.grad is None
+    # gradients are averaged: every rank holds the same
+    grads = [torch.zeros_like(model.body.weight.grad) for _ in range(world)]
+    dist.all_gather(grads, model.body.weight.grad)
+    assert all(torch.equal(grads[0].cpu(), g.cpu()) for g in grads)
+    dist.destroy_process_group()
+
+
+def test_ddp_find_unused_parameters():
+    spawn(unused_rank, 2)
+
+
+# ---- env:// as torchrun sets it --------------------------------------------------------------
+def env_rank(rank, world, port):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank))
+    dist.init_process_group(backend="hccl")  # env:// by default
+    local = int(os.environ["LOCAL_RANK"])
+    npuscope.npu.set_device(local)
+    t = torch.ones(2).to(f"npu:{local}")
+    dist.all_reduce(t)
+    assert t.cpu().tolist() == [float(world)] * 2
+    assert npuscope.format_device(t.device) == f"npu:{local}"
+    dist.destroy_process_group()
+
+
+def test_env_init_and_one_npu_per_local_rank():
+    spawn(env_rank, 2)
+
+
+# ---- recording -------------------------------------------------------------------------------
+def recorded_rank(rank, world, port, db_dir):
+    init(rank, world, port)
+    with npuscope.profile(db=os.path.join(db_dir, f"rank{rank}.db")) as prof:
+        for _ in range(2):
+            t = torch.ones(256, 4).npu()
+            dist.all_reduce(t)
+            dist.broadcast(t, src=0)
+            prof.step()
+    dist.destroy_process_group()
+
+
+def test_collectives_are_recorded_as_hcom_ops(tmp_path):
+    spawn(recorded_rank, 2, str(tmp_path))
+    for rank in range(2):
+        con = sqlite3.connect(tmp_path / f"rank{rank}.db")
+        rows = con.execute("SELECT s.value, e.device, sh.value, COUNT(*) FROM op_events e"
+                           " JOIN strings s ON s.id = e.name_id LEFT JOIN strings sh ON sh.id = e.shapes_id"
+                           " WHERE s.value LIKE 'hcom_%' GROUP BY s.value ORDER BY s.value").fetchall()
+        con.close()
+        assert rows == [("hcom_allReduce_", 0, "[[256, 4]]", 2), ("hcom_broadcast_", 0, "[[256, 4]]", 2)], rows
