@@ -25,6 +25,7 @@ struct Hooks {
   StepObserver step;
   OverflowObserver overflow;
   LogSink log;
+  OverflowReducer reduce;
 };
 Hooks& hooks() {
   static Hooks h;
@@ -532,8 +533,12 @@ LossResult ScaledLoss::finish() {
   }
   s.gradsUnscaled = true;
   r.overflow = nonFinite || register_;
+  // A rank of a job skips the step when any rank overflowed (apex on Ascend all-reduces the
+  // flag): every rank keeps the same loss scale and the same parameters.
+  const bool peer = hooks().reduce && hooks().reduce(r.overflow) && !r.overflow;
+  if (peer) r.overflow = true;
   if (r.overflow) {
-    r.overflow_source = register_ ? "float_status" : "non_finite";
+    r.overflow_source = register_ ? "float_status" : nonFinite ? "non_finite" : "peer_rank";
     OverflowEvent e;
     e.source = r.overflow_source;
     e.op_name = firstNonFinite(s);
@@ -541,7 +546,9 @@ LossResult ScaledLoss::finish() {
     e.loss_scale = scale_;
     std::ostringstream os;
     os << "loss " << lossId_ << " at scale " << scale_ << ": ";
-    if (register_) {
+    if (peer) {
+      os << "another rank of the job overflowed (this rank's gradients are finite)";
+    } else if (register_) {
       os << "float-status register of " << npu::device_name(s.statusDevice) << " set during backward";
     } else {
       os << "non-finite gradient";
@@ -752,6 +759,7 @@ void load_checkpoint(const std::string& path, torch::nn::Module& model, optim::N
 void setStepObserver(StepObserver observer) { hooks().step = std::move(observer); }
 void setOverflowObserver(OverflowObserver observer) { hooks().overflow = std::move(observer); }
 void setLogSink(LogSink sink) { hooks().log = std::move(sink); }
+void setOverflowReducer(OverflowReducer reducer) { hooks().reduce = std::move(reducer); }
 
 namespace detail {
 void notifyStep(const StepInfo& info) {

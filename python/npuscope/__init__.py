@@ -25,11 +25,12 @@ from . import amp
 from . import optimizers
 from .profiler import profile, record_function, dump, Profile
 from . import distributed
+from . import parallel
 
 __version__ = "0.1.0"
 
 _devices.install()
 distributed.register()
 
-__all__ = ["device", "format_device", "is_npu", "npu", "amp", "optimizers", "distributed", "profile", "Profile",
+__all__ = ["device", "format_device", "is_npu", "npu", "amp", "optimizers", "distributed", "parallel", "profile", "Profile",
            "record_function", "dump"]

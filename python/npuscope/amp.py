@@ -22,11 +22,13 @@ O1 casting inside, outputs to fp32) and wires the optimizer:
 One amp state per process, as in apex; one optimizer per initialize. Also here:
 ``autocast`` and ``GradScaler`` with torch.amp's semantics (the C++ GradScaler).
 """
+import atexit
 import contextlib
 import functools
 import types
 
 import torch
+import torch.distributed as _dist
 
 from . import _C
 from . import optimizers as _optimizers
@@ -145,6 +147,20 @@ def _named_params(models):
 
 
 # ---- initialize ----------------------------------------------------------------------------
+def _reduce_overflow(local):
+    """A rank of a torch.distributed job skips a step when any rank overflowed (apex on Ascend
+    all-reduces the flag), so every rank keeps the same loss scale and parameters."""
+    if not (_dist.is_available() and _dist.is_initialized()) or _dist.get_world_size() == 1:
+        return local
+    flag = torch.tensor([1.0 if local else 0.0])
+    _dist.all_reduce(flag, op=_dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
+_C.amp.set_overflow_reducer(_reduce_overflow)
+atexit.register(_C.amp.set_overflow_reducer, None)  # not a Python callable past finalization
+
+
 def initialize(models, optimizers=None, enabled=True, opt_level="O1", cast_model_type=None,
                patch_torch_functions=None, keep_batchnorm_fp32=None, master_weights=None, loss_scale=None,
                cast_model_outputs=None, num_losses=1, verbosity=1, min_loss_scale=None, max_loss_scale=2.**24,

@@ -83,6 +83,9 @@ class Profile:
             self._outer = _active
             return self
         run = {"command": self._command, "device": "npu:%d" % _C.npu.current_device()}
+        import torch.distributed as _dist
+        if _dist.is_available() and _dist.is_initialized():  # a rank of a job: the file says which
+            run.update(rank=_dist.get_rank(), world_size=_dist.get_world_size())
         self._session = _C.profiler.LoopSession(self.db, run, self._schedule, self._record_shapes, self._memory,
                                                 self._dump_config)
         _active = self

@@ -127,6 +127,11 @@ void bindAmp(py::module_& root) {
     return toDict(amp::step(fn));
   });
 
+  m.def(
+      "set_overflow_reducer",
+      [](std::optional<std::function<bool(bool)>> reducer) { amp::setOverflowReducer(reducer ? *reducer : nullptr); },
+      py::arg("reducer"), "multi-rank jobs: fn(local_overflow) -> the job's overflow (None: one rank)");
+
   py::class_<amp::ScaledLoss>(m, "ScaledLoss")
       .def_property_readonly("scaled", &amp::ScaledLoss::get)
       .def("finish",

@@ -3,6 +3,7 @@ started by torch.multiprocessing over loopback TCP), each collective's npu resul
 same collective of c10d's own Gloo on CPU tensors in the same ranks and against the value
 worked out here; DistributedDataParallel on 2 and 4 ranks against one process training on the
 whole batch; init by env:// as torchrun sets it; collectives recorded as hcom_* ops."""
+import datetime
 import os
 import socket
 import sqlite3
@@ -25,8 +26,13 @@ def spawn(fn, world, *args):
     mp.spawn(fn, args=(world, free_port()) + args, nprocs=world, join=True)
 
 
+# A rank that fails makes its peers' next collective fail after this, not after c10d's 30 minutes.
+TIMEOUT = datetime.timedelta(seconds=60)
+
+
 def init(rank, world, port):
-    dist.init_process_group("hccl", init_method=f"tcp://127.0.0.1:{port}", world_size=world, rank=rank)
+    dist.init_process_group("hccl", init_method=f"tcp://127.0.0.1:{port}", world_size=world, rank=rank,
+                            timeout=TIMEOUT)
     assert dist.get_backend() == "hccl"
 
 
@@ -188,7 +194,7 @@ def test_ddp_find_unused_parameters():
 def env_rank(rank, world, port):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_RANK=str(rank))
-    dist.init_process_group(backend="hccl")  # env:// by default
+    dist.init_process_group(backend="hccl", timeout=TIMEOUT)  # env:// by default
     local = int(os.environ["LOCAL_RANK"])
     npuscope.npu.set_device(local)
     t = torch.ones(2).to(f"npu:{local}")
@@ -223,3 +229,86 @@ def test_collectives_are_recorded_as_hcom_ops(tmp_path):
                            " WHERE s.value LIKE 'hcom_%' GROUP BY s.value ORDER BY s.value").fetchall()
         con.close()
         assert rows == [("hcom_allReduce_", 0, "[[256, 4]]", 2), ("hcom_broadcast_", 0, "[[256, 4]]", 2)], rows
+        con = sqlite3.connect(tmp_path / f"rank{rank}.db")
+        assert con.execute("SELECT rank, world_size FROM runs").fetchall() == [(rank, 2)]
+        con.close()
+
+
+# ---- AMP across ranks ------------------------------------------------------------------------
+def amp_rank(rank, world, port, out_dir):
+    init(rank, world, port)
+    from npuscope import amp
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 4).npu()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, opt = amp.initialize(model, opt, opt_level="O2", loss_scale="dynamic", dynamic_init_scale=2.0 ** 16,
+                                verbosity=0)
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    events = []
+    for step in range(3):
+        # Step 1 overflows on rank 0 only: its input is huge there (fp16 overflows in forward).
+        x = torch.full((2, 4), 1e4 if (step == 1 and rank == 0) else 0.1).npu()
+        before = [p.detach().cpu().clone() for p in model.parameters()]
+        loss = ddp(x).float().pow(2).mean()
+        opt.zero_grad()
+        with amp.scale_loss(loss, opt) as scaled:
+            scaled.backward()
+        opt.step()
+        changed = any(not torch.equal(b, p.detach().cpu()) for b, p in zip(before, model.parameters()))
+        events.append((step, amp.loss_scale(), changed))
+    torch.save(events, os.path.join(out_dir, f"rank{rank}.pt"))
+    dist.destroy_process_group()
+
+
+def test_an_overflow_on_one_rank_skips_the_step_on_all(tmp_path):
+    spawn(amp_rank, 2, str(tmp_path))
+    r0, r1 = torch.load(tmp_path / "rank0.pt"), torch.load(tmp_path / "rank1.pt")
+    assert r0 == r1, (r0, r1)
+    assert [changed for _, _, changed in r0] == [True, False, True]  # step 1 skipped everywhere
+    assert r0[1][1] == r0[0][1] / 2  # the scale backed off once, on both ranks
+
+
+# ---- SyncBatchNorm ---------------------------------------------------------------------------
+def syncbn_rank(rank, world, port, out_dir):
+    init(rank, world, port)
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(8, 3, 4, 4, generator=g) * 2 + 1
+    w = torch.randn(8, 3, 4, 4, generator=g)
+    per = 8 // world
+    bn = npuscope.parallel.SyncBatchNorm(3).npu()
+    with torch.no_grad():
+        bn.weight.copy_(torch.tensor([1.0, 2.0, 0.5]))
+        bn.bias.copy_(torch.tensor([0.0, -1.0, 0.3]))
+    xs = x[rank * per:(rank + 1) * per].npu().requires_grad_()
+    y = bn(xs)
+    (y * w[rank * per:(rank + 1) * per].npu()).sum().backward()
+    grads = torch.stack([bn.weight.grad, bn.bias.grad])
+    dist.all_reduce(grads)  # local parameter gradients add up to the whole batch's
+    torch.save({"y": y.detach().cpu(), "dx": xs.grad.cpu(), "grads": grads.cpu(),
+                "running_mean": bn.running_mean.cpu(), "running_var": bn.running_var.cpu()},
+               os.path.join(out_dir, f"rank{rank}.pt"))
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_sync_batchnorm_equals_batchnorm_on_the_whole_batch(tmp_path, world):
+    spawn(syncbn_rank, world, str(tmp_path))
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(8, 3, 4, 4, generator=g) * 2 + 1).requires_grad_()
+    w = torch.randn(8, 3, 4, 4, generator=g)
+    bn = torch.nn.BatchNorm2d(3)
+    with torch.no_grad():
+        bn.weight.copy_(torch.tensor([1.0, 2.0, 0.5]))
+        bn.bias.copy_(torch.tensor([0.0, -1.0, 0.3]))
+    y = bn(x)
+    (y * w).sum().backward()
+    per = 8 // world
+    for rank in range(world):
+        got = torch.load(tmp_path / f"rank{rank}.pt")
+        part = slice(rank * per, (rank + 1) * per)
+        assert torch.allclose(got["y"], y.detach()[part], atol=1e-5)
+        assert torch.allclose(got["dx"], x.grad[part], atol=1e-5)
+        assert torch.allclose(got["grads"][0], bn.weight.grad, atol=1e-4)
+        assert torch.allclose(got["grads"][1], bn.bias.grad, atol=1e-4)
+        assert torch.allclose(got["running_mean"], bn.running_mean, atol=1e-6)
+        assert torch.allclose(got["running_var"], bn.running_var, atol=1e-5)

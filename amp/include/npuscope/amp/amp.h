@@ -298,7 +298,7 @@ void load_checkpoint(const std::string& path, torch::nn::Module& model, optim::N
 
 // ---- reporting -------------------------------------------------------------------------------
 struct OverflowEvent {
-  std::string source;   // "float_status" or "non_finite"
+  std::string source;   // "float_status", "non_finite" or "peer_rank" (another rank overflowed)
   std::string op_name;  // the first non-finite gradient's parameter, when known
   std::string detail;
   int loss_id = 0;
@@ -314,6 +314,11 @@ void setStepObserver(StepObserver observer);
 void setOverflowObserver(OverflowObserver observer);
 // Where amp's lines go (default: stderr, prefixed "npuscope amp: "); empty restores the default.
 void setLogSink(LogSink sink);
+// Multi-rank jobs: given this rank's overflow decision, returns the job's (true when any rank
+// overflowed: an all-reduce of the flag), so every rank skips the same steps and keeps the same
+// loss scale. A rank that skips only for a peer reports source "peer_rank". Empty: one rank.
+using OverflowReducer = std::function<bool(bool local_overflow)>;
+void setOverflowReducer(OverflowReducer reducer);
 
 namespace detail {
 void notifyStep(const StepInfo& info);
