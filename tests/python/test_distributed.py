@@ -312,3 +312,46 @@ def test_sync_batchnorm_equals_batchnorm_on_the_whole_batch(tmp_path, world):
         assert torch.allclose(got["grads"][1], bn.bias.grad, atol=1e-4)
         assert torch.allclose(got["running_mean"], bn.running_mean, atol=1e-6)
         assert torch.allclose(got["running_var"], bn.running_var, atol=1e-5)
+
+
+# ---- a rank lost -----------------------------------------------------------------------------
+def lost_rank(rank, world, port, db_dir):
+    import signal
+    import time
+    init(rank, world, port)
+    with npuscope.profile(db=os.path.join(db_dir, f"rank{rank}.db")) as prof:
+        for step in range(200):
+            t = torch.ones(1024).npu()
+            dist.all_reduce(t)
+            prof.step()
+            if rank == 1 and step == 40:  # after 2 s and more: the writer has committed steps
+                os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer or a crashed node would
+            time.sleep(0.05)
+
+
+def test_a_killed_rank_ends_its_peers_runs_failed_promptly(tmp_path):
+    import time
+    # Plain processes: torch.multiprocessing.spawn would terminate the survivor itself.
+    ctx = mp.get_context("spawn")
+    port = free_port()
+    procs = [ctx.Process(target=lost_rank, args=(rank, 2, port, str(tmp_path))) for rank in range(2)]
+    start = time.monotonic()
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=90)
+    elapsed = time.monotonic() - start
+    assert procs[1].exitcode == -9
+    assert procs[0].exitcode not in (None, 0), procs[0].exitcode  # the survivor fails on its own
+    assert elapsed < 45, elapsed  # not c10d's 30-minute timeout, nor this test's 60 s one
+    con = sqlite3.connect(tmp_path / "rank0.db")
+    status = con.execute("SELECT status, results_json FROM runs").fetchone()
+    con.close()
+    assert status[0] == "failed", status
+    assert "Connection" in status[1] or "peer" in status[1].lower(), status  # Gloo names the lost peer
+    for rank in range(2):
+        con = sqlite3.connect(tmp_path / f"rank{rank}.db")
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        steps = con.execute("SELECT count(*) FROM steps").fetchone()[0]
+        con.close()
+        assert steps >= 10, (rank, steps)  # the steps committed a second before the kill are there
