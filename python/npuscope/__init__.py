@@ -31,6 +31,7 @@ __version__ = "0.1.0"
 
 _devices.install()
 distributed.register()
+distributed.refuse_data_parallel()
 
 __all__ = ["device", "format_device", "is_npu", "npu", "amp", "optimizers", "distributed", "parallel", "profile", "Profile",
            "record_function", "dump"]

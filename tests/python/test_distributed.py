@@ -355,3 +355,9 @@ def test_a_killed_rank_ends_its_peers_runs_failed_promptly(tmp_path):
         steps = con.execute("SELECT count(*) FROM steps").fetchone()[0]
         con.close()
         assert steps >= 10, (rank, steps)  # the steps committed a second before the kill are there
+
+
+def test_data_parallel_is_refused_on_npu_modules():
+    with pytest.raises(RuntimeError, match="DataParallel is not supported on the npu.*DistributedDataParallel"):
+        torch.nn.DataParallel(torch.nn.Linear(2, 2).npu())
+    torch.nn.DataParallel(torch.nn.Linear(2, 2))  # CPU modules: torch's behaviour, untouched
