@@ -27,6 +27,9 @@ import torch.multiprocessing as mp
 
 import npuscope
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_python import Cnn  # noqa: E402  (the CLI's built-in cnn, as bench_python measures it)
+
 PAIRS_ALLREDUCE, REPS_ALLREDUCE = 15, 4
 PAIRS_DDP, STEPS_DDP = 15, 6
 
@@ -60,21 +63,6 @@ def allreduce(cpu_group):
         return run
     on(npu_t, None)(), on(cpu_t, cpu_group)()  # warm up: Gloo's buffers, pairs of sockets
     return alternate(on(npu_t, None), on(cpu_t, cpu_group), PAIRS_ALLREDUCE)
-
-
-class Cnn(torch.nn.Module):
-    """The CLI's built-in `cnn` (as bench_python.py's profile overhead uses)."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = torch.nn.Conv2d(1, 16, 3, padding=1)
-        self.conv2 = torch.nn.Conv2d(16, 32, 3, padding=1)
-        self.fc = torch.nn.Linear(32 * 7 * 7, 10)
-
-    def forward(self, x):
-        x = torch.nn.functional.max_pool2d(self.conv1(x).relu(), 2)
-        x = torch.nn.functional.max_pool2d(self.conv2(x).relu(), 2)
-        return self.fc(x.flatten(1))
 
 
 def ddp_step(rank, db):
