@@ -32,8 +32,12 @@ bool isViewOp(std::string_view name) {
   return false;
 }
 
+// Device indexes above this are not an npu of a recorded run (a corrupt file): host ops.
+constexpr int32_t kMaxDevice = 1023;
+
 PredictedRole roleOf(const PredictedInput& op) {
   const std::string_view n = op.name;
+  if (op.device > kMaxDevice) return PredictedRole::kHostOp;
   if (startsWith(n, "autograd::engine::evaluate_function")) return PredictedRole::kAutograd;
   if (n.find("::") == std::string_view::npos || startsWith(n, "torch::autograd::")) return PredictedRole::kFree;
   if (op.device >= 0 && opSupport(n).level == OpSupportLevel::kFallback) return PredictedRole::kFallback;

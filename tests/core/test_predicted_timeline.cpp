@@ -252,6 +252,12 @@ TEST(PredictedTimeline, CorruptParentLinksEndTheWalk) {
   const PredictedStep s = predictStep(0, b.ops, params(false), &out);
   EXPECT_LE(s.kernels, 3);
   EXPECT_LE(out.size(), 3u);
+  // A device index no recorded run has is not a stream to allocate.
+  Builder c;
+  c.add("aten::add", 2000000000, 5);
+  const PredictedStep t = predictStep(0, c.ops, params(false));
+  EXPECT_EQ(t.kernels, 0);
+  EXPECT_EQ(t.devices, 0);
 }
 
 // A run written with TraceWriter: the host_sync column round-trips, and predictRun gives each
