@@ -86,6 +86,25 @@ def collectives(rank, world, port):
         dist.send(send, dst=(rank + 1) % world)
     src = (rank - 1) % world
     assert recv.cpu().tolist() == [float(src), 100.0 + src]
+    # gather to rank 0, scatter from rank 0
+    mine = torch.full((2,), float(rank * 3)).npu()
+    got = [torch.zeros(2).npu() for _ in range(world)] if rank == 0 else None
+    dist.gather(mine, gather_list=got, dst=0)
+    if rank == 0:
+        assert [g.cpu().tolist() for g in got] == [[float(r * 3)] * 2 for r in range(world)]
+    out = torch.zeros(3).npu()
+    parts = [torch.full((3,), 10.0 + r).npu() for r in range(world)] if rank == 0 else None
+    dist.scatter(out, scatter_list=parts, src=0)
+    assert out.cpu().tolist() == [10.0 + rank] * 3
+    # all-to-all: rank r sends value 100 r + k to rank k
+    send_t = torch.tensor([100.0 * rank + k for k in range(world)]).npu()
+    recv_t = torch.zeros(world).npu()
+    dist.all_to_all_single(recv_t, send_t)
+    assert recv_t.cpu().tolist() == [100.0 * k + rank for k in range(world)]
+    # flat allgather into one tensor
+    flat = torch.zeros(world * 2).npu()
+    dist._all_gather_base(flat, torch.full((2,), float(rank)).npu())
+    assert flat.cpu().tolist() == [float(r) for r in range(world) for _ in range(2)]
     # async work
     t = torch.ones(1000).npu()
     work = dist.all_reduce(t, async_op=True)
