@@ -32,4 +32,10 @@ std::string formatDuration(int64_t ns) {
   return buf;
 }
 
+std::string formatFixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+  return buf;
+}
+
 }  // namespace npuscope

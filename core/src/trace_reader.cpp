@@ -77,7 +77,7 @@ StatusOr<int64_t> scalarInt(sqlite3* db, sqlite3_stmt* st, int64_t none, const c
 
 const char kRunColumns[] =
     "id, started_ns, ended_ns, wall_start_ns, status, command, model, opt_level, optimizer, device, config_json,"
-    " results_json, dropped_records, source, source_path, rank, world_size";
+    " results_json, dropped_records, source, source_path, rank, world_size, job";
 
 RunRow readRun(sqlite3_stmt* st) {
   RunRow r;
@@ -98,6 +98,7 @@ RunRow readRun(sqlite3_stmt* st) {
   r.source_path = colText(st, 14);
   r.rank = colInt(st, 15, -1);
   r.world_size = colInt(st, 16, -1);
+  r.job = colText(st, 17);
   return r;
 }
 
@@ -998,6 +999,34 @@ StatusOr<std::vector<DeviceTaskRow>> TraceReader::deviceTasks(int64_t run_id, co
     out.push_back(std::move(t));
   }
   if (rc != SQLITE_DONE) return stepError(db_.get(), "reading device tasks");
+  return out;
+}
+
+StatusOr<std::vector<CollectiveRow>> TraceReader::collectives(int64_t run_id) {
+  ASSIGN_OR_RETURN(sqlite3_stmt * st,
+                   cached("collectives",
+                          "SELECT id, step, op_id, grp, seq, kind, dtype, bytes, group_size, start_ns, end_ns"
+                          " FROM collectives WHERE run_id=? ORDER BY start_ns, id"));
+  StmtUse use(st);
+  sqlite3_bind_int64(st, 1, run_id);
+  std::vector<CollectiveRow> out;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    CollectiveRow c;
+    c.id = sqlite3_column_int64(st, 0);
+    c.step = colInt(st, 1, -1);
+    c.op_id = colInt(st, 2, -1);
+    c.group = colInt(st, 3, 0);
+    c.seq = colInt(st, 4, 0);
+    c.kind = colText(st, 5);
+    c.dtype = colText(st, 6);
+    c.bytes = colInt(st, 7, 0);
+    c.group_size = colInt(st, 8, 0);
+    c.start_ns = sqlite3_column_int64(st, 9);
+    c.end_ns = colInt(st, 10, -1);
+    out.push_back(std::move(c));
+  }
+  if (rc != SQLITE_DONE) return stepError(db_.get(), "reading collectives");
   return out;
 }
 

@@ -255,6 +255,9 @@ Status TraceWriter::prepareStatements() {
       " VALUES (?,?,?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(insert_overflow_, prepare(db,
       "INSERT INTO overflow_events(run_id, step, ts_ns, source, op_name, detail, op_id) VALUES (?,?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(insert_collective_, prepare(db,
+      "INSERT INTO collectives(run_id, step, op_id, grp, seq, kind, bytes, dtype, group_size, start_ns, end_ns)"
+      " VALUES (?,?,?,?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(insert_dump_, prepare(db,
       "INSERT INTO tensor_dumps(run_id, step, op_id, op_name, op_type, io, idx, dtype, shape, format, min, max, mean,"
       " l2norm, nan_count, inf_count, data, data_ref) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
@@ -267,7 +270,7 @@ Status TraceWriter::prepareStatements() {
       "INSERT INTO strings(value) VALUES (?) ON CONFLICT(value) DO UPDATE SET value=excluded.value RETURNING id"));
   ASSIGN_OR_RETURN(insert_run_, prepare(db,
       "INSERT INTO runs(started_ns, wall_start_ns, status, command, model, opt_level, optimizer, device, config_json,"
-      " pid, host, source, source_path, rank, world_size) VALUES (?,?,'running',?,?,?,?,?,?,?,?,?,?,?,?)"));
+      " pid, host, source, source_path, rank, world_size, job) VALUES (?,?,'running',?,?,?,?,?,?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(end_run_, prepare(db,
       "UPDATE runs SET ended_ns=?, status=?, results_json=coalesce(?, results_json), dropped_records=? WHERE id=?"));
   ASSIGN_OR_RETURN(begin_, prepare(db, "BEGIN"));
@@ -362,6 +365,7 @@ std::unique_ptr<OpBuffer> TraceWriter::takeBuffer() {
 // Small records wait for the writer's next wake.
 void TraceWriter::addStep(const StepRecord& r) { enqueue(r, false); }
 void TraceWriter::addOverflow(const OverflowRecord& r) { enqueue(r, false); }
+void TraceWriter::addCollective(const CollectiveRecord& r) { enqueue(r, false); }
 void TraceWriter::addMemory(const MemoryRecord& r) { enqueue(r, false); }
 void TraceWriter::addMemory(std::vector<MemoryRecord>&& batch) {
   if (!batch.empty()) enqueue(std::move(batch), false);
@@ -575,6 +579,22 @@ Status TraceWriter::write(Item& item) {
     bindOptionalInt(st, 7, o->op_id < 0 ? -1 : o->op_id + id_offset_, -1);
     return stepStatement(db, st);
   }
+  if (auto* c = std::get_if<CollectiveRecord>(&item)) {
+    if (run < 0) return failedPrecondition("collectives before beginRun");
+    sqlite3_stmt* st = insert_collective_.get();
+    sqlite3_bind_int64(st, 1, run);
+    bindOptionalInt(st, 2, c->step, -1);
+    bindOptionalInt(st, 3, c->op_id < 0 ? -1 : c->op_id + id_offset_, -1);
+    sqlite3_bind_int64(st, 4, c->group);
+    sqlite3_bind_int64(st, 5, c->seq);
+    bindText(st, 6, c->kind);
+    sqlite3_bind_int64(st, 7, c->bytes);
+    bindText(st, 8, c->dtype);
+    sqlite3_bind_int64(st, 9, c->group_size);
+    sqlite3_bind_int64(st, 10, c->start_ns);
+    bindOptionalInt(st, 11, c->end_ns, -1);
+    return stepStatement(db, st);
+  }
   if (auto* m = std::get_if<MemoryRecord>(&item)) return writeMemory(*m);
   if (auto* batch = std::get_if<std::vector<MemoryRecord>>(&item)) {
     // kMemoryPerInsert rows per statement (a training step allocates a hundred times or more).
@@ -626,6 +646,7 @@ Status TraceWriter::write(Item& item) {
     bindText(st, 12, b->info.source_path);
     bindOptionalInt(st, 13, b->info.rank, -1);
     bindOptionalInt(st, 14, b->info.world_size, -1);
+    bindText(st, 15, b->info.job);
     RETURN_IF_ERROR(stepStatement(db, st));
     run_id_.store(sqlite3_last_insert_rowid(db));
     importing_ = b->info.command == "import";

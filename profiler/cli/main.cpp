@@ -108,8 +108,19 @@ int main(int argc, char** argv) {
 
   npuscope::cli::ReportOptions rep;
   auto* report = app.add_subcommand("report", "Print a run's op table, step and loss-scale summary, overflows, memory");
-  report->add_option("file", rep.file, "Trace file")->required();
+  std::vector<std::string> rep_files;
+  report->add_option("file", rep_files, "Trace file (with --cluster: the ranks' trace files or folders of them)")
+      ->required();
   report->add_option("--run", rep.run, "Run id (default: the latest run)");
+  bool rep_cluster = false;
+  std::string rep_job;
+  double rep_threshold = 0.05;
+  report->add_flag("--cluster", rep_cluster,
+                   "The ranks of a multi-rank job as one cluster: step time breakdown per rank, slow rank, collectives");
+  report->add_option("--job", rep_job, "With --cluster: the job to report (default: the newest in the files)");
+  report->add_option("--slow-threshold", rep_threshold,
+                     "With --cluster: name a slow rank when (max - min) / mean of the ranks' own time exceeds this")
+      ->capture_default_str();
   report->add_option("--sort", rep.sort, "Sort ops by self, total, count, avg, name or device")->capture_default_str();
   report->add_option("--top", rep.top, "Show this many ops (0: all)")->capture_default_str();
   report->add_flag("--group-by-shape", rep.group_by_shape, "One row per op name and input shapes");
@@ -189,6 +200,16 @@ int main(int argc, char** argv) {
   if (report->parsed()) {
     if (rep_csv && rep_json) return fail("report: --csv and --json exclude each other");
     rep.format = rep_csv ? "csv" : rep_json ? "json" : "text";
+    if (rep_cluster) {
+      if (rep_csv) return fail("report --cluster: --csv is not available (text or --json)");
+      return npuscope::cli::runClusterReport(rep_files, rep_job, rep_threshold, rep_json);
+    }
+    if (!rep_job.empty()) return fail("report: --job needs --cluster");
+    if (rep_files.size() != 1) {
+      return fail("report: one trace file expected, got " + std::to_string(rep_files.size()) +
+                  " (several only with --cluster)");
+    }
+    rep.file = rep_files.front();
     return npuscope::cli::runReport(rep);
   }
   if (exporter->parsed()) return npuscope::cli::runExport(exp);

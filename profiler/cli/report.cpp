@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "npuscope/core/advisor.h"
+#include "npuscope/core/cluster.h"
 #include "npuscope/core/chrome_trace.h"
 #include "npuscope/core/format.h"
 #include "npuscope/core/op_table_csv.h"
@@ -223,6 +224,14 @@ nlohmann::json opJson(const OpAggregate& r, bool shapes) {
 }
 
 }  // namespace
+
+int runClusterReport(const std::vector<std::string>& paths, const std::string& job, double threshold, bool json) {
+  if (!(threshold >= 0)) return fail("--slow-threshold: expected a fraction >= 0 (0.05 is 5 %), got " + std::to_string(threshold));
+  auto rep = cluster::analyze(paths, job, threshold);
+  if (!rep.isOk()) return fail(rep.status().message());
+  std::cout << (json ? cluster::formatJson(*rep, threshold) + "\n" : cluster::formatText(*rep, threshold));
+  return 0;
+}
 
 int runReport(const ReportOptions& o) {
   if (o.format != "text" && o.format != "csv" && o.format != "json") {

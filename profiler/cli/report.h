@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace npuscope::cli {
 
@@ -18,6 +19,9 @@ struct ReportOptions {
 
 // Prints the report on stdout; returns the process exit code (errors: one line on stderr).
 int runReport(const ReportOptions& options);
+
+// `npuscope report --cluster`: the ranks of one job (core/cluster.h), as text or JSON.
+int runClusterReport(const std::vector<std::string>& paths, const std::string& job, double threshold, bool json);
 
 struct ExportOptions {
   std::string file;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "npuscope/core/clock.h"
+#include "npuscope/core/collective_sink.h"
 #include "npuscope/core/string_table.h"
 #include "npuscope/core/trace_writer.h"
 #include "npuscope/device/npu.h"
@@ -351,6 +352,31 @@ void ensureCallback() {
   at::disableCallback(g_handle);
 }
 
+// The session's sink for the hccl process group's collectives: kept steps only, like the ops.
+class RecorderCollectiveSink : public CollectiveSink {
+ public:
+  explicit RecorderCollectiveSink(TraceWriter* w) : writer_(w) {}
+  bool context(int64_t* op_id, int64_t* step) override {
+    if (!g_keep.load(std::memory_order_relaxed)) return false;
+    *op_id = currentOpId();
+    *step = g_step.load(std::memory_order_relaxed);
+    return true;
+  }
+  void add(const CollectiveRecord& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (writer_ != nullptr) writer_->addCollective(r);
+  }
+  void detach() {
+    std::lock_guard<std::mutex> lock(mu_);
+    writer_ = nullptr;
+  }
+
+ private:
+  std::mutex mu_;
+  TraceWriter* writer_;
+};
+std::shared_ptr<RecorderCollectiveSink> g_collectives;
+
 }  // namespace
 
 void start(TraceWriter* writer, bool record_shapes, bool record_memory) {
@@ -361,6 +387,8 @@ void start(TraceWriter* writer, bool record_shapes, bool record_memory) {
   npu::reset_streams();
   g_writer.store(writer);
   if (record_memory) npu::set_memory_observer(&onMemory);
+  g_collectives = std::make_shared<RecorderCollectiveSink>(writer);
+  setCollectiveSink(g_collectives);
 }
 
 void setMode(bool callbacks_on, bool keep) {
@@ -386,6 +414,11 @@ void stop() {
   g_keep.store(false);
   if (g_handle != 0) at::disableCallback(g_handle);
   npu::set_memory_observer(nullptr);
+  if (g_collectives) {  // a collective completing later finds no writer
+    setCollectiveSink(nullptr);
+    g_collectives->detach();
+    g_collectives.reset();
+  }
   TraceWriter* w = g_writer.exchange(nullptr);
   if (!w) return;
   // Callbacks that saw the writer before it was cleared finish first; then every thread's

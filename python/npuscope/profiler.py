@@ -15,6 +15,7 @@ op tensors into the same file as the CLI does.
 """
 import contextlib
 import json
+import os
 import sys
 import threading
 import warnings
@@ -44,6 +45,26 @@ def _schedule_text(s):
     raise TypeError("profile: schedule must be a string such as 'wait=1,warmup=1,active=3' or a dict "
                     "(torch.profiler.schedule callables cannot be read; use npuscope.profiler.schedule(...))")
 
+
+
+_jobs_profiled = 0
+
+
+def _job_id(dist):
+    """The job this rank's run belongs to, the same on every rank: $NPUSCOPE_JOB when set, else
+    rank 0 names it and the others read it from the process group's store (one key per
+    recording, so every rank's n-th recording shares the name)."""
+    global _jobs_profiled
+    if os.environ.get("NPUSCOPE_JOB"):
+        return os.environ["NPUSCOPE_JOB"]
+    _jobs_profiled += 1
+    key = "npuscope/job/%d" % _jobs_profiled
+    store = dist.distributed_c10d._get_default_store()
+    if dist.get_rank() == 0:
+        import socket
+        import time
+        store.set(key, "%s-%d-%d" % (socket.gethostname(), os.getpid(), int(time.time())))
+    return store.get(key).decode()
 
 class record_function(torch.autograd.profiler.record_function):  # noqa: N801  (torch's name)
     """A named scope around the ops inside it (a user scope of the trace), as
@@ -85,7 +106,7 @@ class Profile:
         run = {"command": self._command, "device": "npu:%d" % _C.npu.current_device()}
         import torch.distributed as _dist
         if _dist.is_available() and _dist.is_initialized():  # a rank of a job: the file says which
-            run.update(rank=_dist.get_rank(), world_size=_dist.get_world_size())
+            run.update(rank=_dist.get_rank(), world_size=_dist.get_world_size(), job=_job_id(_dist))
         self._session = _C.profiler.LoopSession(self.db, run, self._schedule, self._record_shapes, self._memory,
                                                 self._dump_config)
         _active = self

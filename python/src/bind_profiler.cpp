@@ -22,6 +22,7 @@ void bindProfiler(py::module_& root) {
              o.session.run.config_json = str("config_json");
              if (run.contains("rank")) o.session.run.rank = run["rank"].cast<int64_t>();
              if (run.contains("world_size")) o.session.run.world_size = run["world_size"].cast<int64_t>();
+             if (run.contains("job")) o.session.run.job = str("job");
              if (!schedule.empty()) {
                auto s = profiler::Schedule::parse(schedule);
                if (!s.isOk()) throw py::value_error("schedule: " + s.status().message());

@@ -149,6 +149,7 @@ TEST(Database, SchemaTwoDumpsReadTheSameAfterMigrating) {
                         "ALTER TABLE runs DROP COLUMN source; ALTER TABLE runs DROP COLUMN source_path;"
                         "ALTER TABLE runs DROP COLUMN rank; ALTER TABLE runs DROP COLUMN world_size;"
                         "DROP TABLE device_tasks; ALTER TABLE overflow_events DROP COLUMN op_id; ALTER TABLE op_events DROP COLUMN host_sync;"
+                        "DROP TABLE collectives; ALTER TABLE runs DROP COLUMN job;"
                         "INSERT INTO runs(started_ns, wall_start_ns, status) VALUES (0, 0, 'completed');"
                         "INSERT INTO tensor_dumps(run_id, step, op_name, op_type, io, idx, dtype, shape, data)"
                         " VALUES (1, 0, 'relu.0.forward', 'aten::relu', 'output', 0, 'uint8', '[3]', x'070809');"

@@ -408,6 +408,7 @@ TEST(OpBlocksMigration, SchemaOneFileGetsBlocks) {
                         "ALTER TABLE runs DROP COLUMN source; ALTER TABLE runs DROP COLUMN source_path;"
                         "ALTER TABLE runs DROP COLUMN rank; ALTER TABLE runs DROP COLUMN world_size;"
                         "DROP TABLE device_tasks; ALTER TABLE overflow_events DROP COLUMN op_id; ALTER TABLE op_events DROP COLUMN host_sync;"
+                        "DROP TABLE collectives; ALTER TABLE runs DROP COLUMN job;"
                         "INSERT INTO runs(started_ns, wall_start_ns, status) VALUES (0, 0, 'completed');"
                         "INSERT INTO strings(value) VALUES ('aten::old');"
                         "INSERT INTO op_events(id, run_id, step, name_id, start_ns, dur_ns, thread_id, depth,"

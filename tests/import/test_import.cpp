@@ -16,6 +16,7 @@
 
 #include "import_fixture.h"
 #include "npuscope/core/chrome_trace.h"
+#include "npuscope/core/cluster.h"
 #include "npuscope/core/perf_compare.h"
 #include "npuscope/core/trace_reader.h"
 #include "npuscope/import/import.h"
@@ -24,6 +25,46 @@ namespace npuscope::import {
 namespace {
 
 using namespace npuscope::import::test;
+
+// torch_npu computed the sample's step_trace_time.csv from the same device tasks on the real
+// device: the cluster report's breakdown of the imported run must give its figures.
+TEST_F(ImportTest, ClusterBreakdownMatchesTorchNpuStepTraceTime) {
+  const std::string db = path("st.db");
+  ASSERT_TRUE(importPath(kAscend, db).isOk());
+  std::ifstream csv(kAscend + "/ASCEND_PROFILER_OUTPUT/step_trace_time.csv");
+  std::string header, row;
+  ASSERT_TRUE(std::getline(csv, header) && std::getline(csv, row));
+  auto split = [](const std::string& line) {
+    std::vector<std::string> out(1);
+    for (char c : line) {
+      if (c == ',') out.emplace_back(); else if (c != '\r') out.back() += c;
+    }
+    return out;
+  };
+  const std::vector<std::string> names = split(header), values = split(row);
+  ASSERT_EQ(names.size(), values.size());
+  std::map<std::string, double> want;  // microseconds
+  for (size_t i = 0; i < names.size(); ++i) want[names[i]] = std::stod(values[i]);
+  auto rep = cluster::analyze({db});
+  ASSERT_TRUE(rep.isOk()) << rep.status().message();
+  ASSERT_EQ(rep->ranks.size(), 1u);
+  ASSERT_EQ(rep->ranks[0].steps.size(), 1u);
+  const cluster::StepBreakdown& b = rep->ranks[0].steps[0];
+  EXPECT_EQ(b.step, static_cast<int64_t>(want["Step"]));
+  // Within 50 ns: the trace's timestamps are microseconds with three decimals.
+  auto us = [](int64_t ns) { return static_cast<double>(ns) / 1000.0; };
+  EXPECT_NEAR(us(b.computing), want["Computing"], 0.05);                       // 8873.756
+  EXPECT_NEAR(us(b.not_overlapped), want["Communication(Not Overlapped)"], 0.05);  // 101963.203
+  EXPECT_NEAR(us(b.overlapped), want["Overlapped"], 0.05);                     // 4028.675
+  EXPECT_NEAR(us(b.communication), want["Communication"], 0.05);               // 105991.878
+  EXPECT_NEAR(us(b.free), want["Free"], 0.05);                                 // 25744.05
+  EXPECT_NEAR(us(b.stage), want["Stage"], 0.05);                               // 136581.0
+  EXPECT_NEAR(us(b.preparing), want["Preparing"], 0.05);                       // 17902.5
+  // Its four all-reduces (communication.json: hcom_allReduce__586_0_1 .. _3_1), 105.99 ms in all.
+  ASSERT_EQ(rep->ranks[0].collectives.size(), 1u);
+  EXPECT_EQ(rep->ranks[0].collectives[0].kind, "allreduce");
+  EXPECT_EQ(rep->ranks[0].collectives[0].count, 4);
+}
 
 TEST_F(ImportTest, TorchNpuSampleCountsMatchTheSource) {
   const std::string db = path("a.db");

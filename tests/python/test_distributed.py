@@ -253,6 +253,85 @@ def test_collectives_are_recorded_as_hcom_ops(tmp_path):
         con.close()
 
 
+# ---- the cluster report ----------------------------------------------------------------------
+SLOW_MS, CLUSTER_STEPS = 50, 4
+
+
+def cluster_rank(rank, world, port, db_dir):
+    """DDP on a small model; the last rank loses SLOW_MS per step in an annotated section, so the
+    others wait for it in their gradient all-reduce."""
+    import time
+    init(rank, world, port)
+    model = make_model().npu()
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    xs, ys = data()
+    with npuscope.profile(db=os.path.join(db_dir, f"rank{rank}.db")) as prof:
+        for step in range(CLUSTER_STEPS):
+            x, y = xs[step % STEPS].npu(), ys[step % STEPS].npu()
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(ddp(x), y)
+            if rank == world - 1:
+                with torch.autograd.profiler.record_function("slow_rank_delay"):
+                    time.sleep(SLOW_MS / 1000)
+            loss.backward()
+            opt.step()
+            prof.step()
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_cluster_report_names_the_slow_rank_and_its_op(tmp_path, cli, world):
+    import json
+    import subprocess
+    spawn(cluster_rank, world, str(tmp_path))
+    # Every rank's run names the same job; the same collective has the same (grp, seq) everywhere.
+    jobs, seqs = set(), []
+    for rank in range(world):
+        con = sqlite3.connect(tmp_path / f"rank{rank}.db")
+        jobs |= {r[0] for r in con.execute("SELECT job FROM runs")}
+        rows = con.execute("SELECT grp, seq, kind, bytes, start_ns, end_ns, step, op_id FROM collectives"
+                           " ORDER BY seq").fetchall()
+        ops = dict(con.execute("SELECT e.id, s.value FROM op_events e JOIN strings s ON s.id = e.name_id"))
+        con.close()
+        assert all(end is not None and end >= start for _, _, _, _, start, end, _, _ in rows)
+        assert all(ops[op_id] == {"allreduce": "hcom_allReduce_", "broadcast": "hcom_broadcast_"}[kind]
+                   for _, _, kind, *_, op_id in rows)
+        # DDP's one bucket: the model's 8*16+16+16*3+3 fp32 parameters, all-reduced once per step
+        # (and, after the first step, its rebuilt bucket order broadcast)
+        reduces = [r for r in rows if r[2] == "allreduce"]
+        assert [step for *_, step, _ in reduces] == list(range(CLUSTER_STEPS))
+        assert {b for _, _, _, b, *_ in reduces} == {(8 * 16 + 16 + 16 * 3 + 3) * 4}
+        seqs.append([(g, s, kind) for g, s, kind, *_ in rows])
+    assert len(jobs) == 1 and None not in jobs, jobs
+    assert all(s == seqs[0] for s in seqs)
+
+    out = subprocess.run([cli, "report", "--cluster", str(tmp_path), "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    rep = json.loads(out.stdout)
+    assert rep["job"] == jobs.pop() and [r["rank"] for r in rep["ranks"]] == list(range(world))
+    slow = rep["slow_rank"]
+    assert slow["found"] and slow["rank"] == world - 1 and slow["op"] == "slow_rank_delay", slow
+    # it lost about SLOW_MS in its worst step, all of it in the annotated sleep
+    assert 0.8 * SLOW_MS * 1e6 < slow["step_lost_ns"] < 3 * SLOW_MS * 1e6, slow
+    assert slow["op_more_ns"] >= SLOW_MS * 1e6, slow
+    for r in rep["ranks"]:
+        assert len(r["steps"]) == CLUSTER_STEPS
+        for s in r["steps"]:
+            # the breakdown's identities
+            assert s["communication_ns"] == s["overlapped_ns"] + s["communication_not_overlapped_ns"]
+            assert s["stage_ns"] == s["computing_ns"] + s["communication_not_overlapped_ns"] + s["free_ns"]
+            assert s["stage_ns"] <= s["step_ns"]
+            # the others wait for the slow rank in their all-reduce (from step 1: in step 0 the
+            # ranks also differ by when each started)
+            if r["rank"] != world - 1 and s["step"] > 0:
+                assert s["communication_not_overlapped_ns"] > 0.8 * SLOW_MS * 1e6, (r["rank"], s)
+        assert r["collectives"][0]["kind"] == "allreduce" and r["collectives"][0]["count"] == CLUSTER_STEPS
+    text = subprocess.run([cli, "report", "--cluster"] + [str(tmp_path / f"rank{k}.db") for k in range(world)],
+                          capture_output=True, text=True)
+    assert text.returncode == 0 and f"Slow rank: rank {world - 1}" in text.stdout and "slow_rank_delay" in text.stdout
+
+
 # ---- AMP across ranks ------------------------------------------------------------------------
 def amp_rank(rank, world, port, out_dir):
     init(rank, world, port)

@@ -11,5 +11,7 @@ std::string formatBytes(uint64_t bytes);
 // Durations as the PyTorch profiler prints them, three decimals in the largest fitting unit:
 // 999 -> "0.999us"; 1234 -> "1.234us"; 1234567 -> "1.235ms"; 2.5e9 -> "2.500s".
 std::string formatDuration(int64_t ns);
+// `v` with `decimals` digits after the point ("12.346").
+std::string formatFixed(double v, int decimals);
 
 }  // namespace npuscope

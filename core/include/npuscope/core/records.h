@@ -113,6 +113,21 @@ struct RunInfo {
   // Imported runs (schema 5): the format and path they came from, and the rank of a job.
   std::string source, source_path;
   int64_t rank = -1, world_size = -1;  // -1: unknown
+  std::string job;  // schema 8: the job a rank's run belongs to ("": not known)
+};
+
+// One collective of a multi-rank job (schema 8, table collectives).
+struct CollectiveRecord {
+  int64_t step = -1;
+  int64_t op_id = -1;     // the hcom_* op that enqueued it (producer id), -1: not recorded
+  int64_t group = 0;      // process group, numbered in creation order
+  int64_t seq = 0;        // the group's n-th collective, from 1
+  std::string kind;       // allreduce, broadcast, ...
+  int64_t bytes = 0;
+  std::string dtype;
+  int64_t group_size = 0;
+  int64_t start_ns = 0;   // enqueued
+  int64_t end_ns = -1;    // completed, -1: never
 };
 
 }  // namespace npuscope

@@ -52,7 +52,20 @@ struct RunRow {
   // folder; empty for runs npuscope recorded. Rank and world size of a job's run, -1: unknown.
   std::string source, source_path;
   int64_t rank = -1, world_size = -1;
+  std::string job;  // schema 8: the job a rank's run belongs to, "": not known
   bool imported() const { return !source.empty(); }
+};
+
+// One row of `collectives` (schema 8): a collective of a multi-rank job as one rank saw it.
+struct CollectiveRow {
+  int64_t id = 0;
+  int64_t step = -1;     // -1: outside any step
+  int64_t op_id = -1;    // the hcom_* op that enqueued it, -1: none
+  int64_t group = 0, seq = 0;
+  std::string kind, dtype;
+  int64_t bytes = 0, group_size = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = -1;   // -1: it never completed
 };
 
 // One thread of a run, with what a timeline needs to label and order its track.
@@ -283,6 +296,8 @@ class TraceReader {
 
   StatusOr<std::vector<StepRow>> steps(int64_t run_id, const std::optional<StepRange>& range = std::nullopt);
   StatusOr<std::vector<OverflowEventRow>> overflowEvents(int64_t run_id);
+  // The run's collectives in the order they were enqueued.
+  StatusOr<std::vector<CollectiveRow>> collectives(int64_t run_id);
   // One row per step that holds ops, in step order. A run with real device tasks (imported)
   // reads them: busy time is the union of its tasks' intervals on each device, summed over
   // devices; otherwise the modeled device columns of its ops are summed.

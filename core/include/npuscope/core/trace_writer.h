@@ -70,6 +70,8 @@ class TraceWriter {
   std::unique_ptr<OpBuffer> takeBuffer();
   void addStep(const StepRecord& r);
   void addOverflow(const OverflowRecord& r);
+  // A collective of a multi-rank job (any thread; its op id is a producer id like the ops').
+  void addCollective(const CollectiveRecord& r);
   void addMemory(const MemoryRecord& r);
   void addMemory(std::vector<MemoryRecord>&& batch);  // one hand-over for many records
   // The tensors of one dumped op. Payloads not yet encoded are encoded (encodeDumpPayload) in
@@ -102,7 +104,7 @@ class TraceWriter {
     int64_t ended_ns = -1;
   };
   struct FlushCmd {};
-  using Item = std::variant<std::unique_ptr<OpBuffer>, StepRecord, OverflowRecord, MemoryRecord,
+  using Item = std::variant<std::unique_ptr<OpBuffer>, StepRecord, OverflowRecord, CollectiveRecord, MemoryRecord,
                             std::vector<MemoryRecord>, std::vector<TensorDumpRecord>,
                             std::vector<DeviceTaskRecord>, BeginCmd, EndCmd, FlushCmd>;
 
@@ -135,7 +137,7 @@ class TraceWriter {
   static constexpr size_t kOpsPerInsert = 32;  // rows per multi-row INSERT of ops
   static constexpr size_t kMemoryPerInsert = 32;  // and of memory samples
   static constexpr size_t kTasksPerInsert = 32;   // and of device tasks
-  ScopedStmt insert_op_, insert_ops_, insert_block_, insert_step_, insert_overflow_, insert_memory_, insert_memories_, insert_dump_, insert_task_, insert_tasks_, insert_string_, insert_run_,
+  ScopedStmt insert_op_, insert_ops_, insert_block_, insert_step_, insert_overflow_, insert_collective_, insert_memory_, insert_memories_, insert_dump_, insert_task_, insert_tasks_, insert_string_, insert_run_,
       end_run_, begin_, commit_;
 
   // After the first write error (writer thread only): the reason the run failed, whether the

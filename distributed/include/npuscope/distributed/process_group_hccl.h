@@ -4,11 +4,14 @@
 // the npu tensors with no staging copy. Every collective is recorded as an op with Ascend's
 // name (hcom_allReduce_, hcom_broadcast_, ...) and the npu tensors as its inputs, so a recording
 // session sees its bytes, dtype and device. Registered for Python as backend "hccl"
-// (npuscope/distributed.py); C++ programs construct it over any c10d::Store.
+// (npuscope/distributed.py); C++ programs construct it over any c10d::Store. While a recording
+// session runs, each collective is also a row of the trace's collectives table: enqueue and
+// completion times, bytes, and (group, seq), which names the same collective on every rank.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -57,7 +60,10 @@ class ProcessGroupHCCL : public c10d::ProcessGroup {
   c10d::ProcessGroupGloo& gloo() { return *gloo_; }
 
  private:
+  class Tracked;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo_;
+  int64_t group_;                  // numbered in creation order (the same on every rank)
+  std::atomic<int64_t> seq_{0};    // collectives called so far (the same on every rank)
 };
 
 }  // namespace npuscope::distributed
