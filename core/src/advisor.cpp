@@ -328,22 +328,23 @@ void unfusedOptimizer(const std::vector<OpSlice>& ops, const StepRow& step, cons
 }
 // What the predicted timeline says of `ops` (one step) with the device's work scaled by `scale`
 // and the task queue on or off.
-PredictedStep predictWith(const std::vector<OpSlice>& ops, int64_t step, bool task_queue, double scale) {
+PredictedStep predictWith(const std::vector<OpSlice>& ops, const RunRow& run, int64_t step, bool task_queue,
+                          double scale) {
   std::vector<PredictedInput> in;
   in.reserve(ops.size());
   for (const OpSlice& op : ops) in.push_back(predictedInput(op));
-  HostModelParams p;
+  HostModelParams p = hostModelParamsFor(run);
   p.task_queue = task_queue;
   p.device_scale = scale;
   return predictStep(step, std::move(in), p);
 }
 
-void predictedHostBound(const std::vector<OpSlice>& ops, const StepRow& step, const AdvisorOptions& o,
+void predictedHostBound(const std::vector<OpSlice>& ops, const RunRow& run, const StepRow& step, const AdvisorOptions& o,
                         std::vector<Finding>* out) {
-  const PredictedStep s = predictWith(ops, step.step, true, 1);
+  const PredictedStep s = predictWith(ops, run, step.step, true, 1);
   if (s.kernels == 0 || s.deviceIdleShare() < o.host_bound_idle_min) return;
-  const PredictedStep no_queue = predictWith(ops, step.step, false, 1);
-  const PredictedStep twice = predictWith(ops, step.step, true, 2);
+  const PredictedStep no_queue = predictWith(ops, run, step.step, false, 1);
+  const PredictedStep twice = predictWith(ops, run, step.step, true, 2);
   Finding f;
   f.rule = "host_bound";
   f.severity = s.deviceIdleShare() >= 0.8 ? Severity::kCritical : Severity::kWarning;
@@ -421,7 +422,7 @@ StatusOr<std::vector<Finding>> advise(TraceReader& reader, int64_t run_id, const
       ASSIGN_OR_RETURN(std::vector<StepDeviceTime> device, reader.stepDeviceTimes(run_id));
       realHostBound(steps, device, o, &out);
     } else {
-      predictedHostBound(step_ops, middle, o, &out);
+      predictedHostBound(step_ops, run, middle, o, &out);
     }
   }
   std::stable_sort(out.begin(), out.end(),

@@ -19,6 +19,7 @@ namespace {
 constexpr int kHostPid = 1;
 constexpr int kDevicePidBase = 1000;
 constexpr int kDeviceTidBase = 100000;
+constexpr int kCommTidOffset = 50000;  // an npu's predicted communication stream: its tid + this
 constexpr int kPredictedHostTid = kDeviceTidBase - 1;  // the host process's "host (predicted)" thread
 
 // ---------------------------------------------------------------------------------------------
@@ -365,6 +366,7 @@ struct DeviceTask {
   int64_t op_id;
   std::string_view name;
   int64_t host_tid;
+  bool comm = false;  // on the npu's communication stream (a collective)
 };
 
 class ChromeTraceExporter {
@@ -604,6 +606,8 @@ std::string ChromeTraceExporter::deviceMetadata(int32_t device) {
   std::string s = metadataEvent("process_name", pid, 0, "name", "\"" + npu + "\"");
   s += ",\n" + metadataEvent("process_sort_index", pid, 0, "sort_index", std::to_string(1 + device));
   s += ",\n" + metadataEvent("thread_name", pid, kDeviceTidBase + device, "name", "\"" + npu + " stream (predicted)\"");
+  s += ",\n" + metadataEvent("thread_name", pid, kDeviceTidBase + kCommTidOffset + device, "name",
+                             "\"" + npu + " communication (predicted)\"");
   return s;
 }
 
@@ -651,10 +655,11 @@ Status ChromeTraceExporter::emit(const std::string& text) {
 void ChromeTraceExporter::renderDeviceTask(DeviceTask& t) const {
   std::string& s = t.text;
   s.clear();
-  s += "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":";
+  s += t.comm ? "{\"ph\":\"X\",\"cat\":\"communication\",\"name\":" : "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":";
   appendJsonString(s, t.name);
   s += ",\"pid\":";
-  appendPlacement(s, kDevicePidBase + t.device, kDeviceTidBase + t.device, t.start - base_, t.dur);
+  appendPlacement(s, kDevicePidBase + t.device, kDeviceTidBase + (t.comm ? kCommTidOffset : 0) + t.device, t.start - base_,
+                  t.dur);
   s += ",\"args\":{\"External id\":";
   appendInt(s, t.op_id);
   s += ",\"Host thread\":";
@@ -691,7 +696,7 @@ Status ChromeTraceExporter::emitPredictedStep(const StepRow& st, int64_t host_ti
     names.emplace(op.id, op.name);
   }
   std::vector<PredictedOp> out;
-  const PredictedStep p = predictStep(st.step, std::move(in), HostModelParams(), &out);
+  const PredictedStep p = predictStep(st.step, std::move(in), hostModelParamsFor(run_), &out);
   if (p.kernels == 0) return Status::ok();
   const int64_t at = placer_.place(st.start_ns, p.step_ns);
   std::string& s = scratch_;
@@ -709,8 +714,8 @@ Status ChromeTraceExporter::emitPredictedStep(const StepRow& st, int64_t host_ti
     ++summary_.predicted_host_events;
     RETURN_IF_ERROR(emit(s));
     if (o.device_start_ns >= 0) {
-      RETURN_IF_ERROR(bufferDeviceTask(
-          DeviceTask{o.device, at + o.device_start_ns, o.device_dur_ns, {}, o.id, names[o.id], host_tid}));
+      RETURN_IF_ERROR(bufferDeviceTask(DeviceTask{o.device, at + o.device_start_ns, o.device_dur_ns, {}, o.id, names[o.id],
+                                                  host_tid, o.role == PredictedRole::kCollective}));
     }
   }
   return Status::ok();
@@ -721,6 +726,7 @@ Status ChromeTraceExporter::emitPredictedStep(const StepRow& st, int64_t host_ti
 Status ChromeTraceExporter::flushDeviceTasks() {
   std::stable_sort(device_tasks_.begin(), device_tasks_.end(), [](const DeviceTask& a, const DeviceTask& b) {
     if (a.device != b.device) return a.device < b.device;
+    if (a.comm != b.comm) return b.comm;
     if (a.start != b.start) return a.start < b.start;
     return a.dur > b.dur;
   });
@@ -729,10 +735,12 @@ Status ChromeTraceExporter::flushDeviceTasks() {
   for (int32_t d : pending) RETURN_IF_ERROR(part_.event(deviceMetadata(d)));
   pending_device_metadata_.clear();
   int32_t device = -1;
+  bool comm = false;
   int64_t last_end = std::numeric_limits<int64_t>::min();
   for (DeviceTask& t : device_tasks_) {
-    if (t.device != device) {
+    if (t.device != device || t.comm != comm) {  // another stream
       device = t.device;
+      comm = t.comm;
       last_end = std::numeric_limits<int64_t>::min();
     }
     if (t.start < last_end) {

@@ -39,6 +39,7 @@ PredictedRole roleOf(const PredictedInput& op) {
   const std::string_view n = op.name;
   if (op.device > kMaxDevice) return PredictedRole::kHostOp;
   if (startsWith(n, "autograd::engine::evaluate_function")) return PredictedRole::kAutograd;
+  if (startsWith(n, "hcom_") && op.device >= 0) return PredictedRole::kCollective;
   if (n.find("::") == std::string_view::npos || startsWith(n, "torch::autograd::")) return PredictedRole::kFree;
   if (op.device >= 0 && opSupport(n).level == OpSupportLevel::kFallback) return PredictedRole::kFallback;
   if (op.device >= 0 && op.device_dur_ns >= 0 && !isViewOp(n)) return PredictedRole::kKernel;
@@ -78,6 +79,79 @@ bool isHostSyncOpName(std::string_view name) {
   return name == "aten::_local_scalar_dense" || name == "npu::synchronize" || name == "npu::get_float_status";
 }
 
+int64_t inputBytes(std::string_view shapes, std::string_view dtypes) {
+  if (shapes.empty() || dtypes.empty()) return -1;
+  std::vector<int64_t> sizes;  // element size per input, 0: not a tensor
+  size_t begin = 0;
+  for (;;) {
+    const size_t comma = dtypes.find(',', begin);
+    std::string_view t = dtypes.substr(begin, comma == std::string_view::npos ? std::string_view::npos : comma - begin);
+    while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
+    while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+    int64_t sz = 0;
+    if (t == "float" || t == "int" || t == "unsigned int") sz = 4;
+    else if (t == "c10::Half" || t == "c10::BFloat16" || t == "short") sz = 2;
+    else if (t == "double" || t == "long int" || t == "long" || t == "c10::complex<float>") sz = 8;
+    else if (t == "bool" || t == "signed char" || t == "unsigned char") sz = 1;
+    sizes.push_back(sz);
+    if (comma == std::string_view::npos) break;
+    begin = comma + 1;
+  }
+  int64_t total = 0, product = 1, number = -1;
+  int depth = 0;
+  size_t input = 0;
+  for (char c : shapes) {
+    if (c == '[') {
+      if (++depth == 2) product = 1, number = -1;
+    } else if (c >= '0' && c <= '9') {
+      number = (number < 0 ? 0 : number * 10) + (c - '0');
+      if (number > (int64_t{1} << 40)) return -1;
+    } else if (c == ',' || c == ']') {
+      if (depth == 2 && number >= 0) {
+        if (product > (int64_t{1} << 50) / std::max<int64_t>(1, number)) return -1;
+        product *= number;
+      }
+      number = -1;
+      if (c == ']') {
+        if (depth == 2) {
+          if (input < sizes.size()) total += product * sizes[input];
+          ++input;
+        }
+        --depth;
+      } else if (depth == 1) {
+        // between inputs
+      }
+    }
+  }
+  return total;
+}
+
+int64_t collectiveDurationNs(std::string_view name, int64_t bytes, const HostModelParams& p) {
+  const double n = std::max(1, p.comm_ranks);
+  const double s = static_cast<double>(std::max<int64_t>(0, bytes));
+  const double bw = p.link_bytes_per_s > 0 ? p.link_bytes_per_s : 1;
+  const double phase = static_cast<double>(p.comm_phase_ns);
+  double ns;
+  if (n <= 1) {
+    ns = phase;  // one rank: nothing to move
+  } else if (startsWith(name, "hcom_allReduce")) {
+    ns = 2 * (phase + s / (n * bw) * 1e9);  // reduce-scatter + all-gather
+  } else if (startsWith(name, "hcom_reduceScatter") || startsWith(name, "hcom_alltoall")) {
+    ns = phase + s / (n * bw) * 1e9;  // 1/n of the data to each peer, all links at once
+  } else if (startsWith(name, "hcom_barrier")) {
+    ns = phase;
+  } else {
+    ns = phase + s / bw * 1e9;  // broadcast, all-gather, reduce, gather, scatter, send, receive
+  }
+  return static_cast<int64_t>(ns + 0.5);
+}
+
+HostModelParams hostModelParamsFor(const RunRow& run) {
+  HostModelParams p;
+  if (run.world_size > 1 && run.world_size < 100000) p.comm_ranks = static_cast<int32_t>(run.world_size);
+  return p;
+}
+
 PredictedInput predictedInput(const OpSlice& op) {
   PredictedInput in;
   in.id = op.id;
@@ -86,7 +160,9 @@ PredictedInput predictedInput(const OpSlice& op) {
   in.device = op.device;
   in.device_dur_ns = op.device_dur_ns;
   in.host_sync = op.host_sync;
+  in.backward = op.is_backward;
   in.name = op.name;
+  if (startsWith(op.name, "hcom_")) in.bytes = inputBytes(op.input_shapes, op.input_dtypes);
   return in;
 }
 
@@ -116,10 +192,15 @@ PredictedStep predictStep(int64_t step, std::vector<PredictedInput> ops, const H
   int64_t host = 0, launcher = 0;
   std::vector<int64_t> stream_end;   // per device: when its predicted stream drains
   std::vector<int64_t> first_start;  // per device: first kernel start
+  std::vector<int64_t> comm_end;     // per device: when its communication stream drains
   auto drained = [&] {
     int64_t t = 0;
     for (int64_t e : stream_end) t = std::max(t, e);
+    for (int64_t e : comm_end) t = std::max(t, e);
     return t;
+  };
+  auto streams = [&](size_t d) {
+    if (stream_end.size() <= d) stream_end.resize(d + 1, 0), first_start.resize(d + 1, -1), comm_end.resize(d + 1, 0);
   };
   auto waitForDevice = [&] {
     const int64_t t = drained();
@@ -129,6 +210,16 @@ PredictedStep predictStep(int64_t step, std::vector<PredictedInput> ops, const H
   auto spend = [&](int64_t ns) {
     host += ns;
     s.dispatch_ns += ns;
+  };
+  // Launches one device task: the time it reaches the device.
+  auto launch = [&] {
+    if (p.task_queue) {
+      spend(p.enqueue_ns);
+      launcher = std::max(launcher, host) + p.launch_ns;
+      return launcher;
+    }
+    spend(p.launch_ns);
+    return host;
   };
 
   // Explicit stack (op, role, next child, slot in `out`): inputs come from files, so their depth
@@ -160,6 +251,7 @@ PredictedStep predictStep(int64_t step, std::vector<PredictedInput> ops, const H
         }
         switch (f.role) {
           case PredictedRole::kKernel:
+          case PredictedRole::kCollective:
           case PredictedRole::kFallback: spend(p.dispatch_ns), ++s.host_ops; break;
           case PredictedRole::kHostOp: spend(p.composite_ns), ++s.host_ops; break;
           case PredictedRole::kAutograd: spend(p.autograd_node_ns), ++s.host_ops; break;
@@ -167,7 +259,8 @@ PredictedStep predictStep(int64_t step, std::vector<PredictedInput> ops, const H
         }
       }
       // Children of a kernel or a host fallback are the emulator's own work.
-      const bool opaque = f.role == PredictedRole::kKernel || f.role == PredictedRole::kFallback;
+      const bool opaque = f.role == PredictedRole::kKernel || f.role == PredictedRole::kFallback ||
+                          f.role == PredictedRole::kCollective;
       if (!opaque && f.next_child < children[f.op].size()) {
         const size_t c = children[f.op][f.next_child++];
         stack.push_back({c, roleOf(ops[c]), 0, SIZE_MAX});
@@ -178,22 +271,28 @@ PredictedStep predictStep(int64_t step, std::vector<PredictedInput> ops, const H
       PredictedOp* o = out && f.out_slot != SIZE_MAX ? &(*out)[f.out_slot] : nullptr;
       if (f.role == PredictedRole::kKernel) {
         const int64_t dur = static_cast<int64_t>(static_cast<double>(op.device_dur_ns) * p.device_scale + 0.5);
-        int64_t launched;
-        if (p.task_queue) {
-          spend(p.enqueue_ns);
-          launcher = std::max(launcher, host) + p.launch_ns;
-          launched = launcher;
-        } else {
-          spend(p.launch_ns);
-          launched = host;
-        }
+        const int64_t launched = launch();
         const size_t d = static_cast<size_t>(op.device);
-        if (stream_end.size() <= d) stream_end.resize(d + 1, 0), first_start.resize(d + 1, -1);
-        const int64_t start = std::max(launched, stream_end[d]);
+        streams(d);
+        int64_t start = std::max(launched, stream_end[d]);
+        if (!op.backward && comm_end[d] > start) {  // outside backward: waits for the collectives
+          s.comm_wait_ns += comm_end[d] - start;
+          start = comm_end[d];
+        }
         stream_end[d] = start + dur;
         if (first_start[d] < 0) first_start[d] = start;
         s.device_busy_ns += dur;
         ++s.kernels;
+        if (o) o->device_start_ns = start, o->device_dur_ns = dur;
+      } else if (f.role == PredictedRole::kCollective) {
+        const int64_t dur = collectiveDurationNs(op.name, op.bytes, p);
+        const int64_t launched = launch();
+        const size_t d = static_cast<size_t>(op.device);
+        streams(d);
+        const int64_t start = std::max({launched, stream_end[d], comm_end[d]});
+        comm_end[d] = start + dur;
+        s.comm_ns += dur;
+        ++s.collectives;
         if (o) o->device_start_ns = start, o->device_dur_ns = dur;
       } else if (f.role == PredictedRole::kFallback) {
         waitForDevice();
@@ -210,13 +309,22 @@ PredictedStep predictStep(int64_t step, std::vector<PredictedInput> ops, const H
   }
   s.host_ns = host;
   s.step_ns = std::max(host, drained());
+  // Communication still running when the compute streams are done is exposed too.
+  for (size_t d = 0; d < comm_end.size(); ++d) {
+    const int64_t done = std::max(host, stream_end[d]);
+    if (comm_end[d] > done) s.comm_wait_ns += comm_end[d] - done;
+  }
   int64_t first = INT64_MAX;
   for (size_t d = 0; d < first_start.size(); ++d) {
     if (first_start[d] < 0) continue;
     ++s.devices;
     first = std::min(first, first_start[d]);
   }
-  if (s.devices) s.device_span_ns = drained() - first;
+  if (s.devices) {
+    int64_t last = 0;
+    for (int64_t e : stream_end) last = std::max(last, e);
+    s.device_span_ns = last - first;
+  }
   return s;
 }
 
@@ -244,6 +352,9 @@ PredictedStep PredictedSummary::total() const {
   s.kernels = kernels;
   s.host_ops = host_ops;
   s.syncs = syncs;
+  s.collectives = collectives;
+  s.comm_ns = comm_ns;
+  s.comm_wait_ns = comm_wait_ns;
   s.devices = devices;
   return s;
 }
@@ -257,6 +368,10 @@ std::string describePredictedStep(const PredictedStep& s) {
   if (s.syncs > 0) {
     out += ", the host waits " + formatDuration(s.host_wait_ns) + " at " + std::to_string(s.syncs) +
            (s.syncs == 1 ? " sync" : " syncs");
+  }
+  if (s.collectives > 0) {
+    out += ", " + std::to_string(s.collectives) + (s.collectives == 1 ? " collective takes " : " collectives take ") +
+           formatDuration(s.comm_ns) + " on the communication stream (" + formatDuration(s.comm_wait_ns) + " not overlapped)";
   }
   return out + ": " + boundByName(boundBy(s));
 }
@@ -274,6 +389,9 @@ PredictedSummary summarizePrediction(const std::vector<PredictedStep>& steps) {
     sum.kernels += s.kernels;
     sum.host_ops += s.host_ops;
     sum.syncs += s.syncs;
+    sum.collectives += s.collectives;
+    sum.comm_ns += s.comm_ns;
+    sum.comm_wait_ns += s.comm_wait_ns;
     sum.devices = std::max(sum.devices, s.devices);
   }
   if (!times.empty()) {

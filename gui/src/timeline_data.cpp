@@ -510,7 +510,8 @@ TimelineData::Predicted TimelineData::predict() {
       c.dur_ns = o.host_end_ns - o.host_start_ns;
       c.depth = static_cast<int16_t>(std::clamp(o.depth, 0, 4095));
       out.host.push_back(c);
-      if (o.device_start_ns < 0) continue;
+      // Collectives run on the communication stream, not the kernels' lane.
+      if (o.device_start_ns < 0 || o.role == PredictedRole::kCollective) continue;
       c.start_ns = at + o.device_start_ns;
       c.dur_ns = o.device_dur_ns;
       const size_t d = static_cast<size_t>(o.device);

@@ -271,7 +271,7 @@ int runReport(const ReportOptions& o) {
   }
   StepSummary summary = summarize(*steps, *device);
   if (!run->imported()) {
-    auto predicted = predictRun(r, run->id, HostModelParams());
+    auto predicted = predictRun(r, run->id, hostModelParamsFor(*run));
     if (!predicted.isOk()) return fail(predicted.status().message());
     summary.predicted = summarizePrediction(*predicted);
   }

@@ -57,6 +57,62 @@ const PredictedOp* find(const std::vector<PredictedOp>& out, int64_t id) {
   return nullptr;
 }
 
+// A DDP-like step on 2 ranks: a backward kernel, the gradient all-reduce, another backward
+// kernel (overlapping the all-reduce), then the optimizer's kernel (waiting for it).
+TEST(PredictedTimeline, CollectivesRunOnTheCommunicationStream) {
+  HostModelParams p = params(false);
+  p.comm_ranks = 2;
+  p.link_bytes_per_s = 1e9;  // 1 byte per ns
+  p.comm_phase_ns = 60;
+  Builder b;
+  b.add("aten::mm", 0, 100);
+  b.ops.back().backward = true;
+  const int64_t ar = b.add("hcom_allReduce_", 0, -1);
+  b.ops.back().bytes = 1000;  // two phases of 60 + 1000 / 2 ns
+  const int64_t k2 = b.add("aten::mm", 0, 50);
+  b.ops.back().backward = true;
+  const int64_t k3 = b.add("aten::add_", 0, 20);  // the optimizer: outside backward
+  std::vector<PredictedOp> out;
+  const PredictedStep s = predictStep(3, b.ops, p, &out);
+  // host: mm 10+8 (launched at 18, runs 18..118); all-reduce 10+8 (36; starts after the kernels
+  // before it, 118..1238); mm 10+8 (54; 118..168, beside the all-reduce); add_ 10+8 (72; waits
+  // for the all-reduce: 1238..1258).
+  EXPECT_EQ(find(out, ar)->role, PredictedRole::kCollective);
+  EXPECT_EQ(find(out, ar)->device_start_ns, 118);
+  EXPECT_EQ(find(out, ar)->device_dur_ns, 1120);
+  EXPECT_EQ(find(out, k2)->device_start_ns, 118);
+  EXPECT_EQ(find(out, k3)->device_start_ns, 1238);
+  EXPECT_EQ(s.step_ns, 1258);
+  EXPECT_EQ(s.collectives, 1);
+  EXPECT_EQ(s.comm_ns, 1120);
+  EXPECT_EQ(s.comm_wait_ns, 1238 - 168);
+  EXPECT_EQ(s.kernels, 3);
+  EXPECT_EQ(s.device_busy_ns, 170);
+  EXPECT_NE(describePredictedStep(s).find("1 collective takes"), std::string::npos);
+
+  // One rank: nothing to move, the phase delay only.
+  EXPECT_EQ(collectiveDurationNs("hcom_allReduce_", 1000, params(false)), HostModelParams().comm_phase_ns);
+}
+
+TEST(PredictedTimeline, CollectiveModelAgainstTheRealSample) {
+  // tests/data/traces/ascend_alexnet_rank0_ascend_pt: the 8-rank job's third all-reduce,
+  // hcom_allReduce__586_2_1, 151,011,328 bytes, took 2,402,388 ns on the real 910B server
+  // (trace_view.json's HCCL lane; its peers were ready, unlike the first one's 79 ms).
+  HostModelParams p;
+  p.comm_ranks = 8;
+  const double ratio = static_cast<double>(collectiveDurationNs("hcom_allReduce_", 151011328, p)) / 2402388.0;
+  EXPECT_GT(ratio, 0.8);
+  EXPECT_LT(ratio, 1.25);  // 2 x (60 us + 151 MB / 8 / 18.3 GB/s) = 2.18 ms: 0.91
+}
+
+TEST(PredictedTimeline, InputBytesFromRecordedShapes) {
+  EXPECT_EQ(inputBytes("[[256, 4], []]", "float, Scalar"), 256 * 4 * 4);
+  EXPECT_EQ(inputBytes("[[2, 3], [5]]", "c10::Half, long int"), 2 * 3 * 2 + 5 * 8);
+  EXPECT_EQ(inputBytes("[[]]", "float"), 4);  // a 0-d tensor
+  EXPECT_EQ(inputBytes("", "float"), -1);
+  EXPECT_EQ(inputBytes("[[99999999999999999]]", "float"), -1);  // absurd: not known
+}
+
 TEST(PredictedTimeline, KernelsWithoutTaskQueueLaunchOnTheHostThread) {
   Builder b;
   const int64_t a = b.add("aten::mm", 0, 100), bb = b.add("aten::add", 0, 5), c = b.add("aten::relu", 0, 50);

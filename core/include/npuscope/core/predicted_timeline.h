@@ -37,6 +37,15 @@ struct HostModelParams {
   int64_t sync_ns = 15000;
   // TASK_QUEUE_ENABLE: 1 (torch_npu's default) launches on a second thread.
   bool task_queue = true;
+  // Collectives (hcom_* ops) run on each device's communication stream, after the kernels
+  // launched before them (HCCL waits on an event of the compute stream), overlapping later
+  // backward kernels; a kernel outside backward waits for them (work.wait() makes the compute
+  // stream wait). Modeled as HCCL's mesh on a 910B server (every NPU linked to every other by
+  // HCCS): an all-reduce is a reduce-scatter then an all-gather, each phase moving 1/n of the
+  // data over n-1 links at once. docs/device.md, "Collectives".
+  int32_t comm_ranks = 1;                   // ranks of the job (the run's world_size)
+  double link_bytes_per_s = 18.3e9;         // one HCCS link: HCCL's own figure for 910B
+  int64_t comm_phase_ns = 60000;            // HCCL's static delay per algorithm phase
   // What-if: every device duration multiplied by this (2: twice the work per kernel, e.g. a
   // doubled batch on ops that scale with it).
   double device_scale = 1.0;
@@ -44,6 +53,7 @@ struct HostModelParams {
 
 // How the predicted timeline treats an op (from its name and recorded columns).
 enum class PredictedRole : uint8_t {
+  kCollective, // an hcom_* op: dispatched, then run on its device's communication stream
   kKernel,     // innermost npu op with a modeled duration: dispatch, then launched onto its stream
   kHostOp,     // an operator with no device kernel (views, host-only ops, composites): composite_ns
   kFallback,   // an op a real torch_npu runs on the host: wait for the device, then its duration
@@ -61,6 +71,8 @@ struct PredictedInput {
   int32_t device = -1;
   int64_t device_dur_ns = -1;   // modeled device duration, -1: none
   bool host_sync = false;      // recorded (op_events.host_sync); names of isHostSyncOpName count too
+  bool backward = false;       // backward work (op_events.is_backward)
+  int64_t bytes = -1;          // collectives: the bytes of their tensors, -1: not known
   std::string_view name;
 };
 
@@ -86,6 +98,9 @@ struct PredictedStep {
   int64_t kernels = 0;
   int64_t host_ops = 0;        // ops that cost host time
   int64_t syncs = 0;
+  int64_t collectives = 0;
+  int64_t comm_ns = 0;         // collectives' modeled durations summed
+  int64_t comm_wait_ns = 0;    // compute streams waiting for communication (not overlapped)
   int devices = 0;             // devices with kernels
   // Share of the step the busiest-on-average device idles (1 - busy / (devices * step)).
   double deviceIdleShare() const;
@@ -111,6 +126,12 @@ PredictedStep predictStep(int64_t step, std::vector<PredictedInput> ops, const H
                           std::vector<PredictedOp>* out = nullptr);
 
 PredictedInput predictedInput(const OpSlice& op);
+// The parameters for a run: the default host model with the run's world size.
+HostModelParams hostModelParamsFor(const RunRow& run);
+// A collective's modeled duration (`name` hcom_allReduce_, ...; `bytes` its tensors).
+int64_t collectiveDurationNs(std::string_view name, int64_t bytes, const HostModelParams& params);
+// The bytes of an op's recorded inputs ("[[256, 4]]" with "float"), -1 when not recorded.
+int64_t inputBytes(std::string_view shapes, std::string_view dtypes);
 
 // Places predicted steps on the recording's clock, as export and the workbench draw them: each
 // at its recorded start, or right after the previous predicted step while that one still runs.
@@ -140,6 +161,7 @@ struct PredictedSummary {
   int64_t host_wait_ns = 0;
   int64_t dispatch_ns = 0;
   int64_t kernels = 0, host_ops = 0, syncs = 0;
+  int64_t collectives = 0, comm_ns = 0, comm_wait_ns = 0;
   int devices = 0;             // most devices any step used
   PredictedStep total() const;  // the sums as one step (for its shares)
 };
