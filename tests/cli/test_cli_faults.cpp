@@ -132,7 +132,10 @@ TEST(CliInjectedDiskFull, DumpFilesFillDumpingStopsAndTheRunCompletes) {
   EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM tensor_dumps"), std::stoll(m[4])) << r.out;
   EXPECT_EQ(sqlInt(db, "SELECT count(DISTINCT op_id) FROM tensor_dumps"), std::stoll(m[5]));
   EXPECT_GE(step, 1) << "the first steps fitted";
-  EXPECT_EQ(sqlInt(db, "SELECT max(step) FROM tensor_dumps"), step);
+  // The last dumped tensors are of that step, or of the one before when its very first file
+  // was the one that did not fit (the dumper's threads write files in varying order).
+  const int64_t last = sqlInt(db, "SELECT max(step) FROM tensor_dumps");
+  EXPECT_TRUE(last == step || last == step - 1) << last << " vs " << step;
   const auto [bytes, files] = filesUnder(dir);
   EXPECT_EQ(files, std::stoll(m[5])) << "one file per dumped op";
   EXPECT_LE(bytes, uint64_t{16} << 20);
@@ -232,7 +235,7 @@ TEST(CliInjectedDiskFull, ImportOntoAFullDiskLeavesNoCompleteLookingRun) {
     std::string into, bytes;
     int64_t run;  // the run the import began; 0: the schema did not fit, no run at all
   };
-  for (const Case& c : {Case{db, "64K", 2}, Case{path("injected_import_new.db"), "512K", 1},
+  for (const Case& c : {Case{db, "64K", 2}, Case{path("injected_import_new.db"), "640K", 1},
                         Case{path("injected_import_tiny.db"), "64K", 0}}) {
     SCOPED_TRACE(c.into + " with " + c.bytes);
     const CliRun r = run("import -q '" + trace + "' --db " + c.into, true, "NPUSCOPE_FAULT_DISK_BYTES=" + c.bytes);

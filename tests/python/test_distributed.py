@@ -30,7 +30,19 @@ def spawn(fn, world, *args):
 TIMEOUT = datetime.timedelta(seconds=60)
 
 
+# A rank still running this long after it started is hung (every test takes seconds): it prints
+# every thread's Python stack and exits, so the test fails with where it was instead of waiting
+# for CTest's timeout.
+RANK_WATCHDOG_S = 100
+
+
+def watchdog():
+    import faulthandler
+    faulthandler.dump_traceback_later(RANK_WATCHDOG_S, exit=True)
+
+
 def init(rank, world, port):
+    watchdog()
     dist.init_process_group("hccl", init_method=f"tcp://127.0.0.1:{port}", world_size=world, rank=rank,
                             timeout=TIMEOUT)
     assert dist.get_backend() == "hccl"
@@ -211,6 +223,7 @@ def test_ddp_find_unused_parameters():
 
 # ---- env:// as torchrun sets it --------------------------------------------------------------
 def env_rank(rank, world, port):
+    watchdog()
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_RANK=str(rank))
     dist.init_process_group(backend="hccl", timeout=TIMEOUT)  # env:// by default
@@ -322,11 +335,13 @@ def test_cluster_report_names_the_slow_rank_and_its_op(tmp_path, cli, world):
             assert s["communication_ns"] == s["overlapped_ns"] + s["communication_not_overlapped_ns"]
             assert s["stage_ns"] == s["computing_ns"] + s["communication_not_overlapped_ns"] + s["free_ns"]
             assert s["stage_ns"] <= s["step_ns"]
-            # the others wait for the slow rank in their all-reduce (from step 1: in step 0 the
-            # ranks also differ by when each started)
-            if r["rank"] != world - 1 and s["step"] > 0:
-                assert s["communication_not_overlapped_ns"] > 0.8 * SLOW_MS * 1e6, (r["rank"], s)
-        assert r["collectives"][0]["kind"] == "allreduce" and r["collectives"][0]["count"] == CLUSTER_STEPS
+        assert [c["count"] for c in r["collectives"] if c["kind"] == "allreduce"] == [CLUSTER_STEPS]
+        # the others wait for the slow rank in their all-reduce: most of SLOW_MS a step (from
+        # step 1: in step 0 the ranks also differ by when each started; on a loaded machine a
+        # rank's own work takes part of the wait)
+        if r["rank"] != world - 1:
+            waited = sum(s["communication_not_overlapped_ns"] for s in r["steps"] if s["step"] > 0)
+            assert waited > 0.6 * SLOW_MS * 1e6 * (CLUSTER_STEPS - 1), (r["rank"], r["steps"])
     text = subprocess.run([cli, "report", "--cluster"] + [str(tmp_path / f"rank{k}.db") for k in range(world)],
                           capture_output=True, text=True)
     assert text.returncode == 0 and f"Slow rank: rank {world - 1}" in text.stdout and "slow_rank_delay" in text.stdout
