@@ -1,5 +1,5 @@
 // A trace file's bytes (start: real recorded files, mutated) opened and read as npuscope report
-// and the GUI read it (the predicted timeline too): every call returns data or an error; none
+// and the GUI read it (the predicted timeline and the cluster report too): every call returns data or an error; none
 // crashes or hangs.
 #include <unistd.h>
 
@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 
+#include "npuscope/core/cluster.h"
 #include "npuscope/core/predicted_timeline.h"
 #include "npuscope/core/trace_reader.h"
 
@@ -40,9 +41,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     npuscope::OpAggregateQuery q;
     q.run_id = run.id;
     (void)(*reader)->opAggregates(q);
-    (void)npuscope::predictRun(**reader, run.id, npuscope::HostModelParams());  // every step's ops
+    (void)(*reader)->collectives(run.id);
+    (void)npuscope::predictRun(**reader, run.id, npuscope::hostModelParamsFor(run));  // every step's ops
     auto dumps = (*reader)->tensorDumps(run.id);
     if (dumps.isOk() && !dumps->empty()) (void)(*reader)->tensorDumpData(dumps->front().id);
   }
+  reader->reset();
+  (void)npuscope::cluster::analyze({path});  // the ranks' step breakdown, slow rank, collectives
   return 0;
 }

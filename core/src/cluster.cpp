@@ -346,9 +346,13 @@ StatusOr<Report> analyze(const std::vector<std::string>& paths, const std::strin
   const int64_t world = rep.ranks.front().run.world_size;
   if (world > 0 && static_cast<int64_t>(rep.ranks.size()) < world) {
     std::string missing;
-    for (int64_t k = 0; k < world; ++k) {
-      if (!by_rank.count(k)) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+    int64_t listed = 0;
+    for (int64_t k = 0; k < world && listed < 16; ++k) {  // a corrupt world size is not walked
+      if (by_rank.count(k)) continue;
+      missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+      ++listed;
     }
+    if (world - static_cast<int64_t>(rep.ranks.size()) > listed) missing += ", ...";
     rep.notes.push_back("ranks missing of a world of " + std::to_string(world) + ": " + missing);
   }
   // Steps every rank has.
