@@ -325,8 +325,9 @@ def test_cluster_report_names_the_slow_rank_and_its_op(tmp_path, cli, world):
     assert rep["job"] == jobs.pop() and [r["rank"] for r in rep["ranks"]] == list(range(world))
     slow = rep["slow_rank"]
     assert slow["found"] and slow["rank"] == world - 1 and slow["op"] == "slow_rank_delay", slow
-    # it lost about SLOW_MS in its worst step, all of it in the annotated sleep
-    assert 0.8 * SLOW_MS * 1e6 < slow["step_lost_ns"] < 3 * SLOW_MS * 1e6, slow
+    # it lost at least most of SLOW_MS in its worst step (more in step 0, where the ranks also
+    # started apart), all of SLOW_MS in the annotated sleep
+    assert slow["step_lost_ns"] > 0.8 * SLOW_MS * 1e6, slow
     assert slow["op_more_ns"] >= SLOW_MS * 1e6, slow
     for r in rep["ranks"]:
         assert len(r["steps"]) == CLUSTER_STEPS
