@@ -127,6 +127,7 @@ StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& pa
 
   std::unique_ptr<TimelineData> data(new TimelineData());
   data->run_id_ = run_id;
+  data->model_ = hostModelParamsFor(run.value());
   data->steps_ = std::move(steps).value();
   data->begin_ns_ = kMaxTime;
   data->end_ns_ = kMinTime;
@@ -331,18 +332,20 @@ StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& pa
   // into rows (one row while a stream is serial, as the prediction makes it).
   Predicted predicted;
   if (!run->imported()) predicted = data->predict();
-  std::vector<std::vector<Slice>>& per_device = predicted.per_device;
-  for (size_t dev = 0; dev < per_device.size(); ++dev) {
-    auto& v = per_device[dev];
-    if (v.empty()) continue;
-    int64_t ignored_begin = kMaxTime;
-    packIntoRows(v, &ignored_begin, &data->end_ns_);  // the modeled stream may run past the host
-    Lane lane;
-    lane.kind = LaneKind::kDevice;
-    lane.device = static_cast<int32_t>(dev);
-    lane.title = "npu:" + std::to_string(dev) + " (predicted)";
-    fillByDepth(lane, v);
-    data->lanes_.push_back(std::move(lane));
+  for (bool comm : {false, true}) {
+    std::vector<std::vector<Slice>>& per_device = comm ? predicted.per_device_comm : predicted.per_device;
+    for (size_t dev = 0; dev < per_device.size(); ++dev) {
+      auto& v = per_device[dev];
+      if (v.empty()) continue;
+      int64_t ignored_begin = kMaxTime;
+      packIntoRows(v, &ignored_begin, &data->end_ns_);  // the modeled stream may run past the host
+      Lane lane;
+      lane.kind = LaneKind::kDevice;
+      lane.device = static_cast<int32_t>(dev);
+      lane.title = "npu:" + std::to_string(dev) + (comm ? " comm (predicted)" : " (predicted)");
+      fillByDepth(lane, v);
+      data->lanes_.push_back(std::move(lane));
+    }
   }
   if (!predicted.host.empty()) {
     Lane lane;
@@ -495,12 +498,14 @@ TimelineData::Predicted TimelineData::predict() {
       p.device = s.device;
       p.device_dur_ns = s.device_dur_ns;
       p.host_sync = s.host_sync != 0;
+      p.backward = s.is_backward != 0;
       p.name = str(s.name);
+      if (p.name.rfind("hcom_", 0) == 0) p.bytes = inputBytes(str(s.shapes), str(s.dtypes));
       in.push_back(p);
       by_id.emplace(s.id, r);
       first = std::min(first, s.start_ns);
     }
-    const PredictedStep p = predictStep(step, std::move(in), HostModelParams(), &ops);
+    const PredictedStep p = predictStep(step, std::move(in), model_, &ops);
     if (p.kernels == 0) continue;
     predicted_steps_.push_back(p);
     const int64_t at = placer.place(row ? row->start_ns : first, p.step_ns);
@@ -510,13 +515,14 @@ TimelineData::Predicted TimelineData::predict() {
       c.dur_ns = o.host_end_ns - o.host_start_ns;
       c.depth = static_cast<int16_t>(std::clamp(o.depth, 0, 4095));
       out.host.push_back(c);
-      // Collectives run on the communication stream, not the kernels' lane.
-      if (o.device_start_ns < 0 || o.role == PredictedRole::kCollective) continue;
+      if (o.device_start_ns < 0) continue;
       c.start_ns = at + o.device_start_ns;
       c.dur_ns = o.device_dur_ns;
       const size_t d = static_cast<size_t>(o.device);
-      if (out.per_device.size() <= d) out.per_device.resize(d + 1);
-      out.per_device[d].push_back(c);
+      // Collectives run on the npu's communication stream, kernels on its compute stream.
+      auto& lanes = o.role == PredictedRole::kCollective ? out.per_device_comm : out.per_device;
+      if (lanes.size() <= d) lanes.resize(d + 1);
+      lanes[d].push_back(c);
     }
   }
   return out;

@@ -257,7 +257,12 @@ QString TimelinePanel::describe(SliceRef r) const {
   html += row(tr("Device"), s.device >= 0 ? QString("npu:%1").arg(s.device) : tr("host only"));
   if (const SliceRef k = d->deviceCopyOf(host); k.valid()) {
     const Slice& ks = d->slice(k);
-    html += row(tr("Kernel (predicted)"), tr("%1 on a real npu (cost model)").arg(formatNs(ks.dur_ns)));
+    if (d->str(s.name).rfind("hcom_", 0) == 0) {
+      html += row(tr("Collective (predicted)"),
+                  tr("%1 on a real npu's communication stream (HCCS mesh model)").arg(formatNs(ks.dur_ns)));
+    } else {
+      html += row(tr("Kernel (predicted)"), tr("%1 on a real npu (cost model)").arg(formatNs(ks.dur_ns)));
+    }
   } else if (s.device_dur_ns >= 0) {
     html += row(tr("Device time (modeled)"), tr("%1 (no kernel on a real npu: a view, host fallback or "
                                                 "the emulator's own work)").arg(formatNs(s.device_dur_ns)));

@@ -202,6 +202,54 @@ TEST(Screenshots, StepBandsShowTheDeviceBusyShare) {
   save(&w, "steps_predicted_zoom");
 }
 
+// Rank 1 of a 2-rank DDP job recorded by npuscope.profile (the fuzz seed ddp_rank1_cluster.db):
+// its all-reduces are drawn on the npu's predicted communication lane, each as long as the HCCS
+// mesh model makes a 780-byte all-reduce of 2 ranks, apart from the kernels' lane.
+TEST(Screenshots, CollectivesOnThePredictedCommunicationLane) {
+  npuscope::testing::ensureApp();
+  const std::string db = (QDir::tempPath() + "/npuscope_gui_ddp_rank1.db").toStdString();
+  QFile::remove(QString::fromStdString(db));
+  ASSERT_TRUE(QFile::copy(NPUSCOPE_DDP_RANK_DB, QString::fromStdString(db)));
+  MainWindow w;
+  ASSERT_NO_FATAL_FAILURE(showFile(w, db));
+  w.tabs()->setCurrentWidget(w.timeline());
+  QApplication::processEvents();
+  const TimelineData* d = w.document()->timeline();
+  ASSERT_NE(d, nullptr);
+  HostModelParams two;
+  two.comm_ranks = 2;
+  const int64_t expected = collectiveDurationNs("hcom_allReduce_", 780, two);  // 2 x (60 us + 21 ns)
+  int comm_lanes = 0, all_reduces = 0;
+  for (const Lane& l : d->lanes()) {
+    const bool comm = l.title == "npu:0 comm (predicted)";
+    comm_lanes += comm;
+    for (const Slice& s : l.slices) {
+      const bool collective = d->str(s.name).rfind("hcom_", 0) == 0;
+      if (l.kind == LaneKind::kDevice && l.device >= 0) EXPECT_EQ(collective, comm) << l.title;
+      if (comm && d->str(s.name) == "hcom_allReduce_") {
+        EXPECT_EQ(s.dur_ns, expected);
+        ++all_reduces;
+      }
+    }
+  }
+  EXPECT_EQ(comm_lanes, 1);
+  EXPECT_EQ(all_reduces, 4);  // one gradient bucket per step
+  const StepRow* st = d->stepByIndex(2);
+  ASSERT_NE(st, nullptr);
+  const PredictedStep* ps = d->predictedStep(2);
+  ASSERT_NE(ps, nullptr);
+  EXPECT_EQ(ps->collectives, 1);
+  TimelineView* v = w.timeline()->view();
+  v->fitWindow(st->start_ns, st->start_ns + ps->step_ns);
+  for (SliceRef r : d->search("hcom_allReduce_")) {
+    if (d->slice(r).step == 2 && d->lanes()[static_cast<size_t>(r.lane)].kind == LaneKind::kThread) {
+      v->selectSlice(r, false);
+      break;
+    }
+  }
+  save(&w, "ddp_rank_collectives_predicted");
+}
+
 // The Findings tab on a run with overflow-skipped steps (the O1 fixture skips steps 3 and 8):
 // the advisor's finding names them, and activating it opens the first on the timeline.
 TEST(Screenshots, FindingsOfARunWithSkippedSteps) {

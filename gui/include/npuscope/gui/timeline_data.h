@@ -172,6 +172,7 @@ class TimelineData {
  private:
   TimelineData() = default;
   int64_t run_id_ = 0;
+  HostModelParams model_;  // the predicted timeline's parameters for this run (its world size)
   int64_t begin_ns_ = 0;
   int64_t end_ns_ = 0;
   int64_t op_count_ = 0;
@@ -182,6 +183,7 @@ class TimelineData {
   struct Predicted {
     std::vector<Slice> host;                     // the predicted host lane, in start order
     std::vector<std::vector<Slice>> per_device;  // each npu's predicted kernels
+    std::vector<std::vector<Slice>> per_device_comm;  // each npu's predicted collectives
   };
   Predicted predict();
   std::vector<StepRow> steps_;
