@@ -216,9 +216,14 @@ const StepBreakdown* stepOf(const Rank& r, int64_t step) {
 
 void findSlowRank(Report& rep, double threshold) {
   if (rep.ranks.size() < 2 || rep.common_steps.empty()) return;
+  // The first step holds each rank's start-up (first calls, allocations, joining the job): left
+  // out when there are three steps or more.
+  const std::vector<int64_t> steps(rep.common_steps.begin() + (rep.common_steps.size() > 2 ? 1 : 0),
+                                   rep.common_steps.end());
+  rep.slow.steps = static_cast<int64_t>(steps.size());
   std::vector<int64_t> own(rep.ranks.size(), 0);
   for (size_t i = 0; i < rep.ranks.size(); ++i) {
-    for (int64_t s : rep.common_steps) own[i] += stepOf(rep.ranks[i], s)->own();
+    for (int64_t s : steps) own[i] += stepOf(rep.ranks[i], s)->own();
   }
   const size_t slow = static_cast<size_t>(std::max_element(own.begin(), own.end()) - own.begin());
   const size_t fast = static_cast<size_t>(std::min_element(own.begin(), own.end()) - own.begin());
@@ -232,7 +237,7 @@ void findSlowRank(Report& rep, double threshold) {
   sr.fastest_own_ns = own[fast];
   sr.spread = mean > 0 ? static_cast<double>(own[slow] - own[fast]) / mean : 0;
   sr.found = sr.spread > threshold;
-  for (int64_t s : rep.common_steps) {
+  for (int64_t s : steps) {
     const StepBreakdown* a = stepOf(rep.ranks[slow], s);
     const StepBreakdown* b = stepOf(rep.ranks[fast], s);
     const int64_t lost = a->own() - b->own();
@@ -406,11 +411,13 @@ std::string formatText(const Report& r, double threshold) {
     out += "Slow rank: the ranks share no step\n";
   } else if (!sr.found) {
     out += "Slow rank: none; the ranks' own time (step minus communication not overlapped) over " +
-           std::to_string(r.common_steps.size()) + " steps is within " + formatFixed(100 * sr.spread, 1) + " % (threshold " +
+           std::to_string(sr.steps) + " steps is within " + formatFixed(100 * sr.spread, 1) + " % (threshold " +
            formatFixed(100 * threshold, 1) + " %)\n";
   } else {
     out += "Slow rank: rank " + std::to_string(sr.rank) + " — its own time (step minus communication not overlapped) is " +
-           ms(sr.own_ns) + " ms over " + std::to_string(r.common_steps.size()) + " steps against " + ms(sr.fastest_own_ns) +
+           ms(sr.own_ns) + " ms over " + std::to_string(sr.steps) +
+           (sr.steps < static_cast<int64_t>(r.common_steps.size()) ? " steps (the first left out: start-up)" : " steps") +
+           " against " + ms(sr.fastest_own_ns) +
            " ms on rank " + std::to_string(sr.fastest) + " (max - min = " + formatFixed(100 * sr.spread, 1) +
            " % of the mean, threshold " + formatFixed(100 * threshold, 1) + " %); the others wait for it in their collectives\n";
     out += "  step " + std::to_string(sr.step) + " loses the most: " + ms(sr.step_lost_ns) + " ms (computing " +
@@ -468,7 +475,7 @@ std::string formatJson(const Report& r, double threshold) {
   const SlowRank& sr = r.slow;
   if (sr.rank >= 0) {
     j["slow_rank"] = {{"found", sr.found}, {"rank", sr.rank}, {"fastest", sr.fastest}, {"spread", sr.spread},
-                      {"own_ns", sr.own_ns}, {"fastest_own_ns", sr.fastest_own_ns}, {"step", sr.step},
+                      {"own_ns", sr.own_ns}, {"fastest_own_ns", sr.fastest_own_ns}, {"steps", sr.steps}, {"step", sr.step},
                       {"step_lost_ns", sr.step_lost_ns}, {"computing_more_ns", sr.computing_more_ns},
                       {"free_more_ns", sr.free_more_ns}, {"op", sr.op}, {"op_more_ns", sr.op_more_ns}};
   }

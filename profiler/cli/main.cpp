@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -10,12 +11,15 @@
 
 #include "cli/fail.h"
 #include "cli/import_command.h"
+#include "cli/launch.h"
 #include "cli/ops_command.h"
 #include "cli/report.h"
 #include "cli/run_command.h"
 #include "dump_commands.h"
 #include "npuscope/core/format.h"
+#include "npuscope/amp/amp.h"
 #include "npuscope/device/npu.h"
+#include "npuscope/distributed/data_parallel.h"
 #include "workloads/models.h"
 #include "workloads/trainer.h"
 
@@ -92,6 +96,17 @@ int main(int argc, char** argv) {
   train->add_flag("--no-db", no_db, "Do not record the run");
   train->add_option("--schedule", t.schedule,
                     "Profiler schedule: skip_first=N,wait=N,warmup=N,active=N,repeat=N (default: every step)");
+
+  int nproc = 1, master_port = 0;
+  train->add_option("--nproc", nproc,
+                    "Data parallel: run N ranks on this machine, each on its share of the batch, gradients "
+                    "averaged through the hccl backend; rank R records into DB with .rankR before its extension")
+      ->capture_default_str();
+  // A rank's place in the job, set by the --nproc launcher (hidden).
+  train->add_option("--rank", t.rank)->group("");
+  train->add_option("--world-size", t.world_size)->group("");
+  train->add_option("--master-port", master_port)->group("");
+  train->add_option("--job", t.job)->group("");
 
   npuscope::dumper::DumpCliOptions dump_opts;
   npuscope::dumper::addTrainDumpOptions(*train, dump_opts);
@@ -243,7 +258,27 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (train->parsed()) {
+    if (nproc < 1 || nproc > 64) return fail("--nproc " + std::to_string(nproc) + ": expected 1 to 64 ranks");
+    if (nproc > 1) {
+      if (t.world_size > 1) return fail("--nproc: not with --world-size (the launcher sets it)");
+      if (t.batch_size % nproc != 0) {
+        return fail("--batch-size " + std::to_string(t.batch_size) + ": expected a multiple of --nproc " +
+                    std::to_string(nproc) + " (each rank takes an equal share of the batch)");
+      }
+      return npuscope::cli::launchRanks(argc, argv, nproc);
+    }
     if (no_db) t.db.clear();
+    std::unique_ptr<npuscope::distributed::DataParallel> dp;
+    if (t.world_size > 1) {  // one rank of a --nproc job
+      if (!t.db.empty()) t.db = npuscope::cli::rankDbPath(t.db, t.rank);
+      auto joined = npuscope::distributed::DataParallel::join("127.0.0.1", master_port, t.rank, t.world_size,
+                                                              std::chrono::seconds(300));
+      if (!joined.isOk()) return fail(joined.status().message());
+      dp = std::move(joined).value();
+      npuscope::distributed::DataParallel* d = dp.get();
+      t.average_gradients = [d](const std::vector<at::Tensor>& grads) { d->averageGradients(grads); };
+      npuscope::amp::setOverflowReducer([d](bool local) { return d->anyOverflow(local); });
+    }
     auto dumping = npuscope::dumper::configureDumperFromCli(dump_opts);
     if (!dumping.isOk()) return fail(dumping.status().message());
     t.dump = *dumping;
@@ -252,7 +287,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "training %s on %s (%s, %s, %s lr %g, batch %lld)\n", t.model.c_str(), t.device.c_str(),
                  t.dataset.c_str(), t.amp.opt_level.c_str(), t.optimizer.c_str(), t.lr,
                  static_cast<long long>(t.batch_size));
-    auto r = npuscope::workloads::train(t, std::ref(progress));
+    // Ranks after the first train quietly: one progress line for the job.
+    auto r = npuscope::workloads::train(
+        t, t.rank > 0 ? npuscope::workloads::ProgressFn() : npuscope::workloads::ProgressFn(std::ref(progress)));
     if (!r.isOk()) {
       const int sig = npuscope::workloads::stopRequested();
       const int code = fail(r.status().message());
@@ -261,6 +298,10 @@ int main(int argc, char** argv) {
     const auto mem = npuscope::npu::memory_stats(0);
     std::printf("model            %s\n", t.model.c_str());
     std::printf("device           %s\n", t.device.c_str());
+    if (t.world_size > 1) {
+      std::printf("rank             %d of %d (job %s, batch share %lld)\n", t.rank, t.world_size, t.job.c_str(),
+                  static_cast<long long>(t.batch_size / t.world_size));
+    }
     std::printf("amp              %s, %s\n", r->opt_level.c_str(), r->optimizer.c_str());
     std::printf("steps            %lld", static_cast<long long>(r->steps));
     if (r->first_step > 0) std::printf(" (resumed after step %lld)", static_cast<long long>(r->first_step));

@@ -43,6 +43,14 @@ Status validate(const TrainOptions& o) {
   if (!(o.lr > 0)) return invalidArgument("--lr " + std::to_string(o.lr) + ": expected a positive learning rate");
   if (o.weight_decay < 0) return invalidArgument("--weight-decay " + std::to_string(o.weight_decay) + ": expected >= 0");
   if (o.max_steps < 0) return invalidArgument("--steps " + std::to_string(o.max_steps) + ": expected 0 (all) or more");
+  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
+    return invalidArgument("rank " + std::to_string(o.rank) + " of " + std::to_string(o.world_size) +
+                           ": expected 0 <= rank < world size");
+  }
+  if (o.batch_size % o.world_size != 0) {
+    return invalidArgument("--batch-size " + std::to_string(o.batch_size) + ": expected a multiple of --nproc " +
+                           std::to_string(o.world_size) + " (each rank takes an equal share of the batch)");
+  }
   if (o.dataset != "fashion-mnist" && o.dataset != "synthetic") {
     return invalidArgument("--dataset '" + o.dataset + "': expected fashion-mnist or synthetic");
   }
@@ -205,6 +213,7 @@ nlohmann::json configJson(const TrainOptions& o) {
   put("master_weights", o.amp.master_weights);
   put("combine_grad", o.amp.combine_grad);
   if (!o.resume.empty()) j["resume"] = o.resume;
+  if (o.world_size > 1) j["nproc"] = o.world_size;
   return j;
 }
 
@@ -340,6 +349,11 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
     so.run.opt_level = o.amp.opt_level;
     so.run.optimizer = o.optimizer;
     so.run.config_json = configJson(o).dump();
+    if (o.world_size > 1) {
+      so.run.rank = o.rank;
+      so.run.world_size = o.world_size;
+      so.run.job = o.job;
+    }
     ASSIGN_OR_RETURN(session, profiler::RecordingSession::start(so));
   }
   if (o.dump && !session) return invalidArgument("--no-db: op dumps are stored in the trace file; give --db");
@@ -397,11 +411,22 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
           return abandon(failedPrecondition(stopReason(sig, std::to_string(r.steps) + " steps")));
         }
         const int64_t n = std::min(o.batch_size, train_set.size() - b * o.batch_size);
-        at::Tensor idx = order.narrow(0, b * o.batch_size, n);
+        // This rank's share of the batch (all of it in one process); a last batch too small to
+        // share evenly loses its remainder.
+        const int64_t share = n / o.world_size;
+        if (share == 0) continue;
+        at::Tensor idx = order.narrow(0, b * o.batch_size + o.rank * share, share);
         at::Tensor loss = forwardLoss(*model, *opt, train_set.images.index_select(0, idx),
                                       train_set.labels.index_select(0, idx), device);
         amp::ScaledLoss scaled = amp::scale_loss(loss, *opt);
         scaled.backward();
+        if (o.average_gradients) {  // data parallel: every rank ends the backward with the mean gradient
+          std::vector<at::Tensor> grads;
+          for (const at::Tensor& p : model->parameters()) {
+            if (p.grad().defined()) grads.push_back(p.grad());
+          }
+          o.average_gradients(grads);
+        }
         amp::StepInfo info;
         {
           dumper::Dumper::UpdatePhase update;  // neither forward nor backward (msprobe leaves it out)

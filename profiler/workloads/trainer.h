@@ -10,6 +10,10 @@
 
 #include "npuscope/core/status.h"
 
+namespace at {
+class Tensor;
+}
+
 namespace npuscope::workloads {
 
 // AMP knobs as the CLI takes them; unset ones take the opt level's preset (amp.h).
@@ -44,6 +48,14 @@ struct TrainOptions {
   bool dump = false;     // the dumper is configured (ACL_DUMP_DATA / --dump-config): capture ops
   std::string save;      // checkpoint written at the end (model, optimizer, amp, step)
   std::string resume;    // checkpoint to continue from (same model, optimizer, amp and data)
+  // Data parallel (npuscope train --nproc N): this process is rank `rank` of `world_size`. Each
+  // step it takes its 1/world_size share of the global batch (--batch-size), and after backward
+  // `average_gradients` (e.g. distributed::DataParallel) averages the model's gradients over the
+  // ranks; the caller also installs AMP's overflow reducer. The run records rank, size and job.
+  int rank = 0;
+  int world_size = 1;
+  std::string job;
+  std::function<void(const std::vector<at::Tensor>&)> average_gradients;
 };
 
 struct TrainResult {

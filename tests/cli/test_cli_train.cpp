@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cli_run.h"
 
@@ -160,5 +162,64 @@ TEST(CliTrain, BadAmpAndOptimizerFlagsAreOneClearLine) {
     EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.out;
     EXPECT_NE(r.out.find("npuscope: error: "), std::string::npos) << c.args << "\n" << r.out;
     EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.args << "\n" << r.out;
+  }
+}
+
+// --nproc 2: two ranks, each on half of every batch, gradients averaged through the hccl
+// backend. The mean of the ranks' losses at each step is the one-process loss on the whole batch
+// (the parameters stay the same as one process's), every rank's file holds its rank, the job
+// and the same collectives, and report --cluster reads them as one job.
+TEST(CliTrain, NprocRanksTrainAsOneProcessOnTheWholeBatch) {
+  const std::string one = scratchPath("nproc_one.db"), job = scratchPath("nproc_job.db");
+  const std::string r0 = scratchPath("nproc_job.rank0.db"), r1 = scratchPath("nproc_job.rank1.db");
+  for (const std::string& f : {one, job, r0, r1}) std::remove(f.c_str());
+  const std::string args = "train --model mlp --dataset synthetic --steps 4 --batch-size 32 ";
+  ASSERT_EQ(run(args + "--db " + one).exit_code, 0);
+  const CliRun r = run(args + "--nproc 2 --db " + job);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("rank             1 of 2"), std::string::npos) << r.out;
+  auto losses = [](const std::string& db) {
+    std::vector<double> v;
+    sqlite3* d = nullptr;
+    sqlite3_open_v2(db.c_str(), &d, SQLITE_OPEN_READONLY, nullptr);
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(d, "SELECT loss FROM steps ORDER BY step", -1, &st, nullptr);
+    while (sqlite3_step(st) == SQLITE_ROW) v.push_back(sqlite3_column_double(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(d);
+    return v;
+  };
+  const std::vector<double> whole = losses(one), a = losses(r0), b = losses(r1);
+  ASSERT_EQ(whole.size(), 4u);
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  for (size_t s = 0; s < 4; ++s) {
+    EXPECT_NEAR((a[s] + b[s]) / 2, whole[s], 1e-5) << "step " << s;
+    if (s > 0) EXPECT_NE(a[s], b[s]) << "each rank has its own half of the batch";
+  }
+  const std::string job_id = sqlText(r0, "SELECT job FROM runs");
+  EXPECT_FALSE(job_id.empty());
+  EXPECT_EQ(sqlText(r1, "SELECT job FROM runs"), job_id);
+  for (int k = 0; k < 2; ++k) {
+    const std::string f = k == 0 ? r0 : r1;
+    EXPECT_EQ(sqlInt(f, "SELECT rank FROM runs"), k);
+    EXPECT_EQ(sqlInt(f, "SELECT world_size FROM runs"), 2);
+    // One coalesced gradient all-reduce per step (and AMP's overflow flag), all completed.
+    EXPECT_GE(sqlInt(f, "SELECT count(*) FROM collectives WHERE kind = 'allreduce'"), 4);
+    EXPECT_EQ(sqlInt(f, "SELECT count(*) FROM collectives WHERE end_ns IS NULL"), 0);
+  }
+  EXPECT_EQ(sqlText(r0, "SELECT group_concat(seq || kind || bytes) FROM collectives"),
+            sqlText(r1, "SELECT group_concat(seq || kind || bytes) FROM collectives"));
+  const CliRun c = run("report --cluster " + r0 + " " + r1);
+  EXPECT_EQ(c.exit_code, 0) << c.out;
+  EXPECT_NE(c.out.find("cluster: job " + job_id + ", 2 rank(s)"), std::string::npos) << c.out;
+
+  for (const auto& [bad, expect] :
+       std::vector<std::pair<std::string, std::string>>{{"--nproc 2 --batch-size 31", "expected a multiple of --nproc 2"},
+                                                        {"--nproc 0", "--nproc 0: expected 1 to 64 ranks"}}) {
+    const CliRun e = run("train --model mlp --dataset synthetic --steps 1 --no-db " + bad);
+    EXPECT_EQ(e.exit_code, 1) << e.out;
+    EXPECT_NE(e.out.find("npuscope: error: "), std::string::npos) << e.out;
+    EXPECT_NE(e.out.find(expect), std::string::npos) << e.out;
   }
 }

@@ -79,6 +79,7 @@ struct SlowRank {
   bool found = false;     // spread above the threshold
   int64_t rank = -1, fastest = -1;
   double spread = 0;      // (max - min) / mean of the ranks' own time over the common steps
+  int64_t steps = 0;      // the steps compared: the common ones, the first left out when 3 or more
   int64_t own_ns = 0, fastest_own_ns = 0;
   int64_t step = -1;      // the step where it lost the most against the fastest rank
   int64_t step_lost_ns = 0;
