@@ -19,11 +19,17 @@ namespace npuscope::cli {
 namespace {
 
 std::vector<pid_t> g_children;
+volatile sig_atomic_t g_signalled = 0;
 
 void passOn(int sig) {
   for (pid_t p : g_children) {
     if (p > 0) ::kill(p, sig);
   }
+}
+
+void onSignal(int sig) {
+  g_signalled = sig;
+  passOn(sig);
 }
 
 int freePort() {
@@ -79,7 +85,7 @@ int launchRanks(int argc, char** argv, int nproc) {
     base.push_back(a);
   }
   struct sigaction sa {};
-  sa.sa_handler = passOn;
+  sa.sa_handler = onSignal;
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   std::fprintf(stderr, "npuscope: launching %d ranks (job %s, store 127.0.0.1:%d)\n", nproc, job.c_str(), port);
@@ -125,7 +131,10 @@ int launchRanks(int argc, char** argv, int nproc) {
       }
     }
   }
-  if (first_failure != 0) {
+  if (g_signalled != 0) {
+    std::fprintf(stderr, "npuscope: error: the launcher got %s and passed it on to every rank\n",
+                 g_signalled == SIGINT ? "SIGINT" : "SIGTERM");
+  } else if (first_failure != 0) {
     std::fprintf(stderr, "npuscope: error: rank %d exited with code %d; the other ranks were stopped\n", failed_rank,
                  first_failure);
   }

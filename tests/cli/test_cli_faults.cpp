@@ -340,6 +340,48 @@ TEST_P(CliInterrupt, TrainEndsItsRunFailedPromptlyKeepingItsSteps) {
   EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
 }
 
+// The launcher of `train --nproc 2` stopped: it passes the signal on, every rank ends its run
+// failed at the same step with what it recorded, and the launcher exits 128 + sig.
+TEST_P(CliInterrupt, NprocLauncherPassesItOnToEveryRank) {
+  const int sig = GetParam();
+  const std::string db = scratchPath("interrupt_nproc_" + std::to_string(sig) + ".db");
+  const std::string r0 = scratchPath("interrupt_nproc_" + std::to_string(sig) + ".rank0.db");
+  const std::string r1 = scratchPath("interrupt_nproc_" + std::to_string(sig) + ".rank1.db");
+  for (const std::string& f : {r0, r1}) std::remove(f.c_str());
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::signal(SIGINT, SIG_DFL);
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    ::execl(NPUSCOPE_CLI, NPUSCOPE_CLI, "train", "--model", "mlp", "--dataset", "synthetic", "--epochs", "100",
+            "--batch-size", "32", "--nproc", "2", "--db", db.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int64_t steps = 0;
+  for (int i = 0; i < 300 && steps < 20; ++i) {
+    ::usleep(100'000);
+    if (std::filesystem::exists(r1)) steps = std::max<int64_t>(0, sqlInt(r1, "SELECT count(*) FROM steps"));
+  }
+  ASSERT_GE(steps, 20) << "the ranks did not get going";
+  const auto t0 = std::chrono::steady_clock::now();
+  ::kill(pid, sig);  // the launcher only, as a terminal's Ctrl-C reaching it alone or a job scheduler would
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 128 + sig) << "status " << st;
+  for (const std::string& f : {r0, r1}) {
+    EXPECT_EQ(sqlText(f, "SELECT status FROM runs"), "failed") << f;
+    EXPECT_NE(sqlText(f, "SELECT json_extract(results_json, '$.error') FROM runs")
+                  .find(sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)"),
+              std::string::npos);
+    EXPECT_EQ(sqlText(f, "PRAGMA integrity_check"), "ok");
+  }
+  // Gradient all-reduces keep the ranks in step: they stop within a step of each other.
+  EXPECT_LE(std::abs(sqlInt(r0, "SELECT count(*) FROM steps") - sqlInt(r1, "SELECT count(*) FROM steps")), 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(Signals, CliInterrupt, ::testing::Values(SIGINT, SIGTERM));
 
 }  // namespace
