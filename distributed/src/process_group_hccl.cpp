@@ -13,10 +13,20 @@
 namespace npuscope::distributed {
 namespace {
 
+// The tensor Gloo works on: an npu tensor's zero-copy CPU alias, or a CPU tensor's shallow copy
+// (same storage). Never the caller's own TensorImpl: Gloo's worker thread may drop the last
+// reference to what it was given, and a tensor with a Python object needs the GIL to die — which
+// deadlocks when the main thread, holding the GIL, destroys the process group (DDP's Reducer at
+// teardown) and joins that worker.
+at::Tensor glooTensor(const at::Tensor& t) {
+  at::Tensor a = npu::cpu_alias(t);
+  return a.is_same(t) ? t.variable_data() : a;
+}
+
 std::vector<at::Tensor> aliases(const std::vector<at::Tensor>& tensors) {
   std::vector<at::Tensor> out;
   out.reserve(tensors.size());
-  for (const at::Tensor& t : tensors) out.push_back(npu::cpu_alias(t));
+  for (const at::Tensor& t : tensors) out.push_back(glooTensor(t));
   return out;
 }
 
@@ -196,7 +206,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& out
   RECORD_FUNCTION("hcom_allGather_", std::vector<c10::IValue>{input});
   Tracked track(*this, "allgather", {input});
   std::vector<std::vector<at::Tensor>> out{aliases(output.chunk(getSize()))};
-  std::vector<at::Tensor> in{npu::cpu_alias(input)};
+  std::vector<at::Tensor> in{glooTensor(input)};
   return track.finish(gloo_->allgather(out, in, opts));
 }
 
@@ -231,7 +241,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(std::vector<at::
   TORCH_CHECK(static_cast<int>(inputs[0].size()) == getSize(), "hccl reduce_scatter: the input list must hold ",
               getSize(), " tensors (one per rank), got ", inputs[0].size());
   std::vector<at::Tensor> flat_parts;
-  for (const at::Tensor& t : inputs[0]) flat_parts.push_back(npu::cpu_alias(t).reshape({-1}));
+  for (const at::Tensor& t : inputs[0]) flat_parts.push_back(glooTensor(t).reshape({-1}));
   std::vector<at::Tensor> flat{at::cat(flat_parts)};
   c10d::AllreduceOptions ar;
   ar.reduceOp = opts.reduceOp;
@@ -239,7 +249,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(std::vector<at::
   gloo_->allreduce(flat, ar)->wait();
   int64_t offset = 0;
   for (int r = 0; r < getRank(); ++r) offset += inputs[0][static_cast<size_t>(r)].numel();
-  at::Tensor out = npu::cpu_alias(outputs[0]);
+  at::Tensor out = glooTensor(outputs[0]);
   out.copy_(flat[0].narrow(0, offset, out.numel()).view(out.sizes()));
   return track.finish(c10::make_intrusive<CompletedWork>());
 }
@@ -250,7 +260,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(at::Tensor& outpu
                                                                const c10d::AllToAllOptions& opts) {
   RECORD_FUNCTION("hcom_alltoall_", std::vector<c10::IValue>{input});
   Tracked track(*this, "alltoall", {input});
-  at::Tensor out = npu::cpu_alias(output), in = npu::cpu_alias(input);
+  at::Tensor out = glooTensor(output), in = glooTensor(input);
   return track.finish(gloo_->alltoall_base(out, in, output_split_sizes, input_split_sizes, opts));
 }
 

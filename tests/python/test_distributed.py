@@ -86,6 +86,14 @@ def collectives(rank, world, port):
     dist.reduce(t, dst=0)
     if rank == 0:
         assert t.cpu().tolist() == [float(sum(range(1, world + 1)))] * 2
+    # Gloo works on its own TensorImpls, never the caller's (a CPU tensor's shallow copy): a
+    # Python-owned tensor released last on Gloo's thread needs the GIL, and teardown that joins
+    # that thread while holding the GIL (DDP's Reducer destroying the group) deadlocked.
+    t = torch.ones(3)
+    w = dist.all_reduce(t, async_op=True)
+    w.wait()
+    assert all(r._cdata != t._cdata for r in w.result())
+    assert torch.equal(t, torch.full((3,), float(world)))
     # barrier, send / recv around a ring
     dist.barrier()
     send = torch.tensor([float(rank), 100.0 + rank]).npu()
