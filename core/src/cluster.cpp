@@ -110,7 +110,26 @@ TaskKind classifyTask(const std::string& name, const std::string& type) {
   return TaskKind::kComputing;
 }
 
-StatusOr<std::vector<StepActivity>> stepActivities(TraceReader& reader, const RunRow& run) {
+namespace {
+
+using StepSelfTimes = std::vector<std::pair<int64_t, std::vector<std::pair<std::string, int64_t>>>>;
+
+// Self time (duration minus its children's) per op name of one step's ops, by name.
+std::vector<std::pair<std::string, int64_t>> selfTimes(const std::vector<OpSlice>& ops) {
+  std::unordered_map<int64_t, int64_t> child_ns;
+  for (const OpSlice& o : ops) {
+    if (o.parent_id >= 0) child_ns[o.parent_id] += o.dur_ns;
+  }
+  std::map<std::string, int64_t> self;
+  for (const OpSlice& o : ops) {
+    auto it = child_ns.find(o.id);
+    self[std::string(o.name)] += std::max<int64_t>(0, o.dur_ns - (it == child_ns.end() ? 0 : it->second));
+  }
+  return {self.begin(), self.end()};
+}
+
+// The steps as activities, each step's ops read once; with `self_ns`, also their self times.
+StatusOr<std::vector<StepActivity>> readSteps(TraceReader& reader, const RunRow& run, StepSelfTimes* self_ns) {
   ASSIGN_OR_RETURN(std::vector<StepRow> steps, reader.steps(run.id));
   std::vector<StepActivity> out;
   std::unordered_map<int64_t, size_t> at;
@@ -121,6 +140,16 @@ StatusOr<std::vector<StepActivity>> stepActivities(TraceReader& reader, const Ru
     a.start_ns = s.start_ns;
     a.dur_ns = s.dur_ns;
     out.push_back(std::move(a));
+  }
+  for (StepActivity& a : out) {
+    if (run.imported() && self_ns == nullptr) break;  // an imported run's activity is its device tasks
+    ASSIGN_OR_RETURN(std::vector<OpSlice> ops, reader.stepOps(run.id, StepRange{a.step, a.step}));
+    if (self_ns != nullptr) self_ns->emplace_back(a.step, selfTimes(ops));
+    if (run.imported()) continue;
+    for (const OpSlice& o : ops) {
+      if (o.device < 0 || o.device_dur_ns < 0 || startsWith(std::string(o.name), "hcom_")) continue;
+      a.computing.push_back({o.start_ns, o.start_ns + o.dur_ns});
+    }
   }
   if (run.imported()) {
     ASSIGN_OR_RETURN(std::vector<DeviceTaskRow> tasks, reader.deviceTasks(run.id));
@@ -134,13 +163,6 @@ StatusOr<std::vector<StepActivity>> stepActivities(TraceReader& reader, const Ru
     }
     return out;
   }
-  for (StepActivity& a : out) {
-    ASSIGN_OR_RETURN(std::vector<OpSlice> ops, reader.stepOps(run.id, StepRange{a.step, a.step}));
-    for (const OpSlice& o : ops) {
-      if (o.device < 0 || o.device_dur_ns < 0 || startsWith(std::string(o.name), "hcom_")) continue;
-      a.computing.push_back({o.start_ns, o.start_ns + o.dur_ns});
-    }
-  }
   ASSIGN_OR_RETURN(std::vector<CollectiveRow> colls, reader.collectives(run.id));
   for (const CollectiveRow& c : colls) {
     auto it = at.find(c.step);
@@ -150,26 +172,13 @@ StatusOr<std::vector<StepActivity>> stepActivities(TraceReader& reader, const Ru
   return out;
 }
 
-namespace {
+}  // namespace
 
-// Self time per op name in each step (recorded runs: what the rank's host did; imported: the
-// same from its host ops).
-Status readSelfTimes(TraceReader& reader, Rank& r) {
-  for (const StepBreakdown& b : r.steps) {
-    ASSIGN_OR_RETURN(std::vector<OpSlice> ops, reader.stepOps(r.run.id, StepRange{b.step, b.step}));
-    std::unordered_map<int64_t, int64_t> child_ns;
-    for (const OpSlice& o : ops) {
-      if (o.parent_id >= 0) child_ns[o.parent_id] += o.dur_ns;
-    }
-    std::map<std::string, int64_t> self;
-    for (const OpSlice& o : ops) {
-      auto it = child_ns.find(o.id);
-      self[std::string(o.name)] += std::max<int64_t>(0, o.dur_ns - (it == child_ns.end() ? 0 : it->second));
-    }
-    r.step_self_ns.emplace_back(b.step, std::vector<std::pair<std::string, int64_t>>(self.begin(), self.end()));
-  }
-  return Status::ok();
+StatusOr<std::vector<StepActivity>> stepActivities(TraceReader& reader, const RunRow& run) {
+  return readSteps(reader, run, nullptr);
 }
+
+namespace {
 
 std::vector<CollectiveStat> collectiveStats(TraceReader& reader, const RunRow& run) {
   std::map<std::string, CollectiveStat> by;
@@ -341,10 +350,9 @@ StatusOr<Report> analyze(const std::vector<std::string>& paths, const std::strin
     r.rank = rank;
     r.path = c.path;
     r.run = c.run;
-    ASSIGN_OR_RETURN(std::vector<StepActivity> acts, stepActivities(*reader, c.run));
+    ASSIGN_OR_RETURN(std::vector<StepActivity> acts, readSteps(*reader, c.run, &r.step_self_ns));
     for (const StepActivity& a : acts) r.steps.push_back(breakdown(a));
     r.collectives = collectiveStats(*reader, c.run);
-    RETURN_IF_ERROR(readSelfTimes(*reader, r));
     if (c.run.status != "completed") rep.notes.push_back(c.path + ": rank " + std::to_string(rank) + "'s run is " + c.run.status);
     rep.ranks.push_back(std::move(r));
   }

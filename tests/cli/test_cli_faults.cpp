@@ -14,6 +14,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <regex>
+#include <string>
+#include <vector>
 
 #include "cli/cli_run.h"
 #include "npuscope/dumper/dump_file.h"
@@ -299,6 +301,31 @@ TEST(CliFaults, AReadOnlyFilesystemIsRefusedBeforeTraining) {
 // `npuscope train` stopped with SIGINT (Ctrl-C) or SIGTERM ends its run failed within 2 s.
 class CliInterrupt : public ::testing::TestWithParam<int> {};
 
+// Starts the CLI with `args` in the background (its output discarded); its pid, -1 on failure.
+pid_t startCli(const std::vector<std::string>& args) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  ::signal(SIGINT, SIG_DFL);  // a test runner may start us with SIGINT ignored
+  const int null = ::open("/dev/null", O_WRONLY);
+  ::dup2(null, 1);
+  ::dup2(null, 2);
+  std::vector<char*> argv{const_cast<char*>(NPUSCOPE_CLI)};
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  ::execv(NPUSCOPE_CLI, argv.data());
+  ::_exit(127);
+}
+
+// Polls every 100 ms (at most `polls` times) until `db` holds `want` committed steps; the count.
+int64_t waitForSteps(const std::string& db, int64_t want, int polls) {
+  int64_t steps = 0;
+  for (int i = 0; i < polls && steps < want; ++i) {
+    ::usleep(100'000);
+    if (std::filesystem::exists(db)) steps = std::max<int64_t>(0, sqlInt(db, "SELECT count(*) FROM steps"));
+  }
+  return steps;
+}
+
 // Sends `sig` to the CLI at `pid` and checks it exits 128 + sig within 2 s, its run in `db` ended
 // failed; returns the run's error.
 std::string stopAndExpectFailedRun(pid_t pid, int sig, const std::string& db) {
@@ -316,23 +343,9 @@ std::string stopAndExpectFailedRun(pid_t pid, int sig, const std::string& db) {
 TEST_P(CliInterrupt, TrainEndsItsRunFailedPromptlyKeepingItsSteps) {
   const int sig = GetParam();
   const std::string db = scratchPath("interrupt_" + std::to_string(sig) + ".db");
-  const pid_t pid = fork();
+  const pid_t pid = startCli({"train", "--model", "mlp", "--dataset", "synthetic", "--epochs", "100", "--db", db});
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::signal(SIGINT, SIG_DFL);  // a test runner may start us with SIGINT ignored
-    const int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(null, 1);
-    ::dup2(null, 2);
-    ::execl(NPUSCOPE_CLI, NPUSCOPE_CLI, "train", "--model", "mlp", "--dataset", "synthetic", "--epochs", "100",
-            "--db", db.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  // Wait until some steps are committed, then interrupt.
-  int64_t steps = 0;
-  for (int i = 0; i < 200 && steps < 20; ++i) {
-    ::usleep(100'000);
-    if (std::filesystem::exists(db)) steps = std::max<int64_t>(0, sqlInt(db, "SELECT count(*) FROM steps"));
-  }
+  const int64_t steps = waitForSteps(db, 20, 200);
   ASSERT_GE(steps, 20) << "the run did not get going";
   const std::string why = stopAndExpectFailedRun(pid, sig, db);
   EXPECT_NE(why.find(sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)"), std::string::npos) << why;
@@ -348,23 +361,10 @@ TEST_P(CliInterrupt, NprocLauncherPassesItOnToEveryRank) {
   const std::string r0 = scratchPath("interrupt_nproc_" + std::to_string(sig) + ".rank0.db");
   const std::string r1 = scratchPath("interrupt_nproc_" + std::to_string(sig) + ".rank1.db");
   for (const std::string& f : {r0, r1}) std::remove(f.c_str());
-  const pid_t pid = fork();
+  const pid_t pid = startCli({"train", "--model", "mlp", "--dataset", "synthetic", "--epochs", "100", "--batch-size",
+                              "32", "--nproc", "2", "--db", db});
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::signal(SIGINT, SIG_DFL);
-    const int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(null, 1);
-    ::dup2(null, 2);
-    ::execl(NPUSCOPE_CLI, NPUSCOPE_CLI, "train", "--model", "mlp", "--dataset", "synthetic", "--epochs", "100",
-            "--batch-size", "32", "--nproc", "2", "--db", db.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  int64_t steps = 0;
-  for (int i = 0; i < 300 && steps < 20; ++i) {
-    ::usleep(100'000);
-    if (std::filesystem::exists(r1)) steps = std::max<int64_t>(0, sqlInt(r1, "SELECT count(*) FROM steps"));
-  }
-  ASSERT_GE(steps, 20) << "the ranks did not get going";
+  ASSERT_GE(waitForSteps(r1, 20, 300), 20) << "the ranks did not get going";
   const auto t0 = std::chrono::steady_clock::now();
   ::kill(pid, sig);  // the launcher only, as a terminal's Ctrl-C reaching it alone or a job scheduler would
   int st = 0;
@@ -394,18 +394,9 @@ TEST_P(CliInterrupt, InferEndsItsRunFailedPromptly) {
   const std::string db = scratchPath("interrupt_infer_" + std::to_string(sig) + ".db");
   const CliRun trained = run("train --model mlp --dataset synthetic --epochs 1 --no-db --save " + ck);
   ASSERT_EQ(trained.exit_code, 0) << trained.out;
-  const pid_t pid = fork();
+  // Batches of one over the 10,000 test images: far longer than the test waits.
+  const pid_t pid = startCli({"infer", ck, "--dataset", "fashion-mnist", "--batch-size", "1", "--db", db});
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::signal(SIGINT, SIG_DFL);
-    const int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(null, 1);
-    ::dup2(null, 2);
-    // Batches of one over the 10,000 test images: far longer than the test waits.
-    ::execl(NPUSCOPE_CLI, NPUSCOPE_CLI, "infer", ck.c_str(), "--dataset", "fashion-mnist", "--batch-size", "1", "--db",
-            db.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
   int64_t ops = 0;
   for (int i = 0; i < 200 && ops < 1000; ++i) {
     ::usleep(100'000);
