@@ -15,7 +15,6 @@
 #include "npuscope/core/format.h"
 
 namespace npuscope::cluster {
-namespace {
 
 std::vector<Interval> unite(std::vector<Interval> v) {
   std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.begin_ns < b.begin_ns; });
@@ -30,6 +29,8 @@ std::vector<Interval> unite(std::vector<Interval> v) {
   }
   return out;
 }
+
+namespace {
 
 int64_t length(const std::vector<Interval>& u) {
   int64_t n = 0;
@@ -180,35 +181,47 @@ StatusOr<std::vector<StepActivity>> stepActivities(TraceReader& reader, const Ru
 
 namespace {
 
-std::vector<CollectiveStat> collectiveStats(TraceReader& reader, const RunRow& run) {
-  std::map<std::string, CollectiveStat> by;
-  if (run.imported()) {
-    auto tasks = reader.deviceTasks(run.id);
-    if (!tasks.isOk()) return {};
-    for (const DeviceTaskRow& t : *tasks) {
-      if (classifyTask(t.name, t.type) != TaskKind::kCommunication) continue;
-      CollectiveStat& s = by[kindOfName(t.name)];
-      s.kind = kindOfName(t.name);
-      ++s.count;
-      s.bytes += std::max<int64_t>(0, t.bytes);
-      s.time_ns += t.dur_ns;
-      s.max_ns = std::max(s.max_ns, t.dur_ns);
-    }
-  } else {
+// Every collective as the rank saw it; an imported run's communication tasks in their place.
+std::vector<CollectiveRow> collectiveRows(TraceReader& reader, const RunRow& run) {
+  if (!run.imported()) {
     auto colls = reader.collectives(run.id);
-    if (!colls.isOk()) return {};
-    for (const CollectiveRow& c : *colls) {
-      CollectiveStat& s = by[c.kind];
-      s.kind = c.kind;
-      ++s.count;
-      s.bytes += c.bytes;
-      if (c.end_ns < 0) {
-        ++s.incomplete;
-        continue;
-      }
-      s.time_ns += c.end_ns - c.start_ns;
-      s.max_ns = std::max(s.max_ns, c.end_ns - c.start_ns);
+    return colls.isOk() ? std::move(*colls) : std::vector<CollectiveRow>{};
+  }
+  auto tasks = reader.deviceTasks(run.id);
+  if (!tasks.isOk()) return {};
+  std::vector<CollectiveRow> out;
+  std::map<std::string, int64_t> nth;
+  for (const DeviceTaskRow& t : *tasks) {
+    if (classifyTask(t.name, t.type) != TaskKind::kCommunication) continue;
+    CollectiveRow c;
+    c.id = t.id;
+    c.op_id = t.op_id;
+    c.step = t.step;
+    c.kind = kindOfName(t.name);
+    c.group = -1;
+    c.seq = ++nth[c.kind];
+    c.bytes = std::max<int64_t>(0, t.bytes);
+    c.start_ns = t.start_ns;
+    c.end_ns = t.start_ns + t.dur_ns;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// Communication summed per collective kind.
+std::vector<CollectiveStat> collectiveStats(const std::vector<CollectiveRow>& rows) {
+  std::map<std::string, CollectiveStat> by;
+  for (const CollectiveRow& c : rows) {
+    CollectiveStat& s = by[c.kind];
+    s.kind = c.kind;
+    ++s.count;
+    s.bytes += c.bytes;
+    if (c.end_ns < 0) {
+      ++s.incomplete;
+      continue;
     }
+    s.time_ns += c.end_ns - c.start_ns;
+    s.max_ns = std::max(s.max_ns, c.end_ns - c.start_ns);
   }
   std::vector<CollectiveStat> out;
   for (auto& [k, s] : by) out.push_back(s);
@@ -272,7 +285,8 @@ void findSlowRank(Report& rep, double threshold) {
     for (const auto& [n, t] : *fv) fast_self[n] = t;
   }
   for (const auto& [n, t] : *sv) {
-    if (startsWith(n, "hcom_")) continue;  // waiting for the peers, not losing time
+    // Collectives and the backend's own spans of them are waiting for the peers, not lost time.
+    if (startsWith(n, "hcom_") || startsWith(n, "gloo:") || startsWith(n, "nccl:") || startsWith(n, "c10d::")) continue;
     const int64_t more = t - fast_self[n];
     if (more > sr.op_more_ns) {
       sr.op = n;
@@ -351,8 +365,15 @@ StatusOr<Report> analyze(const std::vector<std::string>& paths, const std::strin
     r.path = c.path;
     r.run = c.run;
     ASSIGN_OR_RETURN(std::vector<StepActivity> acts, readSteps(*reader, c.run, &r.step_self_ns));
-    for (const StepActivity& a : acts) r.steps.push_back(breakdown(a));
-    r.collectives = collectiveStats(*reader, c.run);
+    for (StepActivity& a : acts) {
+      r.steps.push_back(breakdown(a));
+      a.computing = unite(std::move(a.computing));
+      a.communication = unite(std::move(a.communication));
+    }
+    r.activity = std::move(acts);
+    r.collective_rows = collectiveRows(*reader, c.run);
+    r.collectives = collectiveStats(r.collective_rows);
+    r.wall_offset_ns = c.run.wall_start_ns - c.run.started_ns;
     if (c.run.status != "completed") rep.notes.push_back(c.path + ": rank " + std::to_string(rank) + "'s run is " + c.run.status);
     rep.ranks.push_back(std::move(r));
   }

@@ -27,6 +27,7 @@
 
 #include "npuscope/gui/compare_view.h"
 #include "npuscope/gui/dumps_view.h"
+#include "npuscope/gui/cluster_view.h"
 #include "npuscope/gui/findings_view.h"
 #include "npuscope/gui/gui.h"
 #include "npuscope/gui/models.h"
@@ -114,6 +115,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     timeline_->openStep(step);
   });
   connect(perf_, &PerfCompareView::errorOccurred, this, &MainWindow::showError);
+  cluster_ = new ClusterView(this);
+  tabs_->addTab(cluster_, tr("Cluster"));
+  connect(cluster_, &ClusterView::errorOccurred, this, &MainWindow::showError);
+  connect(tabs_, &QTabWidget::currentChanged, this, [this] {
+    if (tabs_->currentWidget() == cluster_) loadPendingCluster();
+  });
 
   // Message bar for errors.
   message_bar_ = new QWidget(this);
@@ -155,6 +162,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
         this, tr("Open a torch_npu *_ascend_pt folder, its ASCEND_PROFILER_OUTPUT, or a folder of ranks"));
     if (!p.isEmpty()) openFile(p);
   })->setShortcut(QKeySequence("Ctrl+Shift+O"));
+  file->addAction(tr("Open &Cluster…"), this, [this] {
+    const QString p = QFileDialog::getExistingDirectory(this, tr("Open a folder of a multi-rank job's trace files"));
+    if (!p.isEmpty()) openCluster({p});
+  });
   recent_menu_ = file->addMenu(tr("Open &Recent"));
   file->addAction(tr("Compare &Performance With\u2026"), this, [this, filters] {
     const QString p = QFileDialog::getOpenFileName(this, tr("Compare the current run with"), QString(), filters);
@@ -433,6 +444,11 @@ void MainWindow::onRunSelectionChanged() {
     html += tr("<p style='margin:6px 0 0 0'><b>Results</b></p>") + prettyJson(r->results_json);
   }
   run_details_->setHtml(html);
+  if (picked.size() == 1 && picked.front()->rank >= 0 && !doc_->path().isEmpty()) {
+    cluster_dir_ = QFileInfo(doc_->path()).absolutePath();
+    cluster_job_ = QString::fromStdString(picked.front()->job);
+    if (tabs_->currentWidget() == cluster_) loadPendingCluster();
+  }
   if (selecting_ || picked.empty()) return;
   if (picked.size() == 2) {
     compare_->compareRuns(picked[1]->id, picked[0]->id);  // the newer run against the older as bench
@@ -441,6 +457,25 @@ void MainWindow::onRunSelectionChanged() {
     return;
   }
   if (doc_->currentRun() != picked.front()->id) doc_->loadRun(picked.front()->id, sync_);
+}
+
+bool MainWindow::openCluster(const QStringList& paths, const QString& job) {
+  std::vector<std::string> p;
+  for (const QString& s : paths) p.push_back(s.toStdString());
+  tabs_->setCurrentWidget(cluster_);
+  const bool ok = cluster_->openJob(p, job.toStdString());
+  cluster_loaded_ = ok ? paths.join('\n') + '\n' + job : QString();
+  return ok;
+}
+
+void MainWindow::loadPendingCluster() {
+  if (cluster_dir_.isEmpty() || cluster_loaded_ == cluster_dir_ + '\n' + cluster_job_) return;
+  const QString dir = cluster_dir_, job = cluster_job_;
+  std::vector<std::string> p{dir.toStdString()};
+  QApplication::setOverrideCursor(Qt::BusyCursor);
+  cluster_loaded_ = dir + '\n' + job;  // tried once: an error is shown once, not on every visit
+  cluster_->openJob(p, job.toStdString());
+  QApplication::restoreOverrideCursor();
 }
 
 void MainWindow::addRecent(const QString& path) {

@@ -404,16 +404,7 @@ void TimelineView::paintEvent(QPaintEvent*) {
     p.drawText(rect(), Qt::AlignCenter, tr("Open a trace file and pick a run"));
     return;
   }
-  // Ruler tick: 1, 2 or 5 x 10^k ns, at least 90 px apart.
-  const double raw = 90 * ns_per_px_;
-  double tick = std::pow(10.0, std::floor(std::log10(std::max(raw, 1.0))));
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    if (tick * m >= raw) {
-      tick *= m;
-      break;
-    }
-  }
-  const auto tick_ns = std::max<int64_t>(1, static_cast<int64_t>(tick));
+  const int64_t tick_ns = rulerTick(ns_per_px_);
 
   // Tracks, clipped below the fixed header.
   p.save();

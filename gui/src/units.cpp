@@ -1,6 +1,7 @@
 #include "npuscope/gui/units.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstdlib>
 
 namespace npuscope::gui {
@@ -26,6 +27,18 @@ QString formatOffset(int64_t t, int64_t origin, int64_t resolution_ns) {
   int decimals = 0;
   while (decimals < 6 && std::fmod(r / unit * std::pow(10.0, decimals), 1.0) > 1e-6) ++decimals;
   return QString("%1 %2").arg(d / unit, 0, 'f', decimals).arg(QString::fromUtf8(name));
+}
+
+int64_t rulerTick(double ns_per_px, double min_px) {
+  const double raw = min_px * ns_per_px;
+  double tick = std::pow(10.0, std::floor(std::log10(std::max(raw, 1.0))));
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (tick * m >= raw) {
+      tick *= m;
+      break;
+    }
+  }
+  return std::max<int64_t>(1, static_cast<int64_t>(tick));
 }
 
 QString formatBytes(int64_t bytes) {

@@ -132,7 +132,9 @@ TEST_F(ClusterJob, NamesTheSlowRankItsStepAndItsOp) {
             {allreduce(0, 1, 20 * kMs, 30 * kMs), allreduce(1, 2, 120 * kMs, 160 * kMs)});
   writeRank("r1.db", 1, 2, "job-a",
             {{"conv", 0, 0, 20 * kMs, true}, {"conv", 1, 100 * kMs, 20 * kMs, true},
-             {"late", 1, 120 * kMs, 30 * kMs, false}},
+             {"late", 1, 120 * kMs, 30 * kMs, false},
+             // Gloo's own span of the all-reduce on a worker thread: waiting, never "where".
+             {"gloo:all_reduce", 1, 100 * kMs, 60 * kMs, false}},
             {allreduce(0, 1, 20 * kMs, 30 * kMs), allreduce(1, 2, 150 * kMs, 160 * kMs)});
   // An older job's rank in the same folder, and a file with no rank: left out, said so.
   writeRank("old.db", 0, 2, "job-old", {}, {}, /*wall=*/10);
@@ -163,6 +165,15 @@ TEST_F(ClusterJob, NamesTheSlowRankItsStepAndItsOp) {
   EXPECT_EQ(s.computing_more_ns, 0);
   EXPECT_EQ(s.op, "late");
   EXPECT_EQ(s.op_more_ns, 30 * kMs);
+  // What a cluster timeline draws: each step's intervals united, every collective as seen.
+  const Rank& r0 = rep->ranks[0];
+  ASSERT_EQ(r0.activity.size(), 2u);
+  ASSERT_EQ(r0.activity[1].communication.size(), 1u);
+  EXPECT_EQ(r0.activity[1].communication[0].begin_ns, 120 * kMs);
+  EXPECT_EQ(r0.activity[1].communication[0].end_ns, 160 * kMs);
+  ASSERT_EQ(r0.collective_rows.size(), 2u);
+  EXPECT_EQ(r0.collective_rows[1].seq, 2);
+  EXPECT_EQ(r0.wall_offset_ns, r0.run.wall_start_ns - r0.run.started_ns);
   ASSERT_EQ(rep->ranks[0].collectives.size(), 1u);
   const CollectiveStat& c = rep->ranks[0].collectives[0];
   EXPECT_EQ(c.kind, "allreduce");

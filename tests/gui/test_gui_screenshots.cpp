@@ -10,12 +10,14 @@
 #include <QProcess>
 #include <QTabWidget>
 #include <QTableView>
+#include <QTableWidget>
 #include <QSignalSpy>
 #include <QTest>
 #include <QTreeWidget>
 #include <QTextBrowser>
 
 #include "gui_test_support.h"
+#include "npuscope/gui/cluster_view.h"
 #include "npuscope/gui/compare_view.h"
 #include "npuscope/gui/dumps_view.h"
 #include "npuscope/gui/findings_view.h"
@@ -449,6 +451,45 @@ TEST(Screenshots, RealRecordedRun) {
   w.tabs()->setCurrentWidget(w.compare());
   w.compare()->table()->selectRow(0);
   save(&w, "real_06_compare");
+}
+
+
+// A real 2-rank job of the CLI (`npuscope train --nproc 2`) in the cluster view: both ranks on one
+// wall-clock axis, every collective of one rank found on the other by (group, seq), one picked.
+TEST(Screenshots, ClusterOfARealTwoRankJob) {
+  npuscope::testing::ensureApp();
+  const QString dir = QDir::tempPath() + QString("/npuscope_gui_cluster_job_%1").arg(::getpid());
+  QDir(dir).removeRecursively();
+  QDir().mkpath(dir);
+  ASSERT_NO_FATAL_FAILURE(runCli({"train", "--nproc", "2", "--model", "mlp", "--steps", "6", "--batch-size", "64",
+                                  "--db", dir + "/job.db"}));
+  MainWindow w;
+  w.setSynchronous(true);
+  w.resize(1600, 950);
+  w.show();
+  ASSERT_TRUE(w.openCluster({dir})) << w.lastError().toStdString();
+  const cluster::Report* rep = w.cluster()->report();
+  ASSERT_NE(rep, nullptr);
+  ASSERT_EQ(rep->ranks.size(), 2u);
+  ClusterTimeline* t = w.cluster()->timeline();
+  const auto& rows0 = rep->ranks[0].collective_rows;
+  ASSERT_GE(rows0.size(), 6u);  // at least one gradient all-reduce a step
+  for (const CollectiveRow& c : rows0) {
+    ASSERT_TRUE(t->selectCollective({c.group, c.seq}));
+    EXPECT_EQ(t->selectedRows().size(), 2u) << c.kind << " #" << c.seq << " on both ranks";
+  }
+  save(&w, "cluster_01_job");
+  // Step 3 on both ranks, its last all-reduce picked.
+  ASSERT_TRUE(t->fitStep(3));
+  const CollectiveRow* pick = nullptr;
+  for (const CollectiveRow& c : rows0) {
+    if (c.step == 3) pick = &c;
+  }
+  ASSERT_NE(pick, nullptr);
+  ASSERT_TRUE(t->selectCollective({pick->group, pick->seq}));
+  EXPECT_EQ(w.cluster()->collectiveTable()->rowCount(), 2);
+  save(&w, "cluster_02_step_collective");
+  QDir(dir).removeRecursively();
 }
 
 }  // namespace

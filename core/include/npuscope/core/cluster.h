@@ -43,6 +43,9 @@ struct StepBreakdown {
 
 StepBreakdown breakdown(const StepActivity& a);
 
+// The union of intervals: sorted, disjoint, empty ones dropped.
+std::vector<Interval> unite(std::vector<Interval> v);
+
 // Which device tasks of an imported run are collectives (an HCCL op, hcom_*, an NCCL kernel),
 // which are computing, and which are neither (scheduler tasks *_SQE, and the HCCL plane's
 // Notify/SDMA/RDMA/Write Value tasks that make up a collective).
@@ -71,6 +74,13 @@ struct Rank {
   RunRow run;
   std::vector<StepBreakdown> steps;
   std::vector<CollectiveStat> collectives;
+  // What a cluster timeline draws, on the rank's own clock (wall = t + wall_offset_ns): each
+  // step's computing and communication, united; every collective as the rank saw it. An
+  // imported run has no collectives table: its communication tasks stand in, group -1, seq = the
+  // task's place among the run's tasks of the same collective kind (matched across ranks by order).
+  std::vector<StepActivity> activity;
+  std::vector<CollectiveRow> collective_rows;
+  int64_t wall_offset_ns = 0;  // run.wall_start_ns - run.started_ns
   // Per step: op name -> self time (ns) of the ops recorded in it (to name where a rank loses time).
   std::vector<std::pair<int64_t, std::vector<std::pair<std::string, int64_t>>>> step_self_ns;
 };

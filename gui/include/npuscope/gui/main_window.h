@@ -1,7 +1,8 @@
 // The workbench window: the run list (with each run's config and results) docked on the left,
-// the views as tabs (Timeline, Operators, Training, Dumps, Compare, Performance, Findings), a message bar
-// for errors, and File > Open / Open Trace Folder / Open Recent / Compare Performance With /
-// Record. Files open from the command line, the dialog, the recent list, or by dropping them on
+// the views as tabs (Timeline, Operators, Training, Dumps, Compare, Performance, Findings, Cluster), a
+// message bar for errors, and File > Open / Open Trace Folder / Open Cluster / Open Recent / Compare
+// Performance With / Record. Selecting a run that is a rank of a job gives the Cluster tab that job
+// (the rank files beside it), read when the tab is shown. Files open from the command line, the dialog, the recent list, or by dropping them on
 // the window; Kineto / torch_npu traces are converted first (TraceImport: progress, cancel,
 // cached conversions).
 #pragma once
@@ -18,6 +19,7 @@ class QTextBrowser;
 
 namespace npuscope::gui {
 
+class ClusterView;
 class CompareView;
 class DumpsView;
 class FindingsView;
@@ -45,6 +47,8 @@ class MainWindow : public QMainWindow {
   bool comparePerformanceWith(const QString& path, bool sync = false);
   // Performance compare of two runs of the open file (A, B).
   bool comparePerformance(int64_t run_a, int64_t run_b);
+  // The cluster view of a multi-rank job's rank files (trace files or folders), shown.
+  bool openCluster(const QStringList& paths, const QString& job = QString());
   // Selects run `id` in the list (loads it); two ids select both for Compare.
   void selectRuns(const std::vector<int64_t>& ids);
 
@@ -56,6 +60,7 @@ class MainWindow : public QMainWindow {
   CompareView* compare() const { return compare_; }
   PerfCompareView* perfCompare() const { return perf_; }
   FindingsView* findings() const { return findings_; }
+  ClusterView* cluster() const { return cluster_; }
   TraceImport* importer() const { return importer_; }
   // What the last conversion imported (one line a run, then its notes).
   QString lastImportSummary() const { return last_import_summary_; }
@@ -94,6 +99,10 @@ class MainWindow : public QMainWindow {
   CompareView* compare_;
   PerfCompareView* perf_;
   FindingsView* findings_;
+  ClusterView* cluster_;
+  // The job of the selected rank's run, for the Cluster tab (read when shown): folder, job.
+  QString cluster_dir_, cluster_job_, cluster_loaded_;
+  void loadPendingCluster();
   TraceImport* importer_;
   QProgressDialog* import_progress_ = nullptr;
   QString last_import_summary_;
