@@ -299,6 +299,7 @@ void findSlowRank(Report& rep, double threshold) {
 
 StatusOr<Report> analyze(const std::vector<std::string>& paths, const std::string& job, double threshold) {
   std::vector<std::string> files;
+  std::set<std::string> from_folder;  // found in a folder: one that cannot be read is left out, said so
   for (const std::string& p : paths) {
     if (isDir(p)) {
       DIR* d = ::opendir(p.c_str());
@@ -311,6 +312,7 @@ StatusOr<Report> analyze(const std::vector<std::string>& paths, const std::strin
       ::closedir(d);
       std::sort(in.begin(), in.end());
       if (in.empty()) return invalidArgument(p + ": no trace files (*.db) in the folder");
+      from_folder.insert(in.begin(), in.end());
       files.insert(files.end(), in.begin(), in.end());
     } else if (isFile(p)) {
       files.push_back(p);
@@ -325,8 +327,16 @@ StatusOr<Report> analyze(const std::vector<std::string>& paths, const std::strin
   std::vector<Candidate> cands;
   Report rep;
   for (const std::string& f : files) {
-    ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader, TraceReader::open(f));
-    ASSIGN_OR_RETURN(std::vector<RunRow> runs, reader->runs());
+    auto opened = TraceReader::open(f);
+    StatusOr<std::vector<RunRow>> listed = opened.isOk() ? (*opened)->runs() : StatusOr<std::vector<RunRow>>(opened.status());
+    if (!listed.isOk()) {
+      if (!from_folder.count(f)) return listed.status();
+      std::string m = listed.status().message();
+      if (m.rfind(f, 0) != 0) m = f + ": " + m;
+      rep.notes.push_back(m + "; left out");
+      continue;
+    }
+    const std::vector<RunRow>& runs = *listed;
     bool any = false;
     for (const RunRow& r : runs) {
       if (r.rank < 0) continue;

@@ -33,6 +33,13 @@ const QColor kSlow(0xb3, 0x26, 0x1e);
 
 QString ms(int64_t ns) { return QString::number(static_cast<double>(ns) / 1e6, 'f', 3); }
 
+// "allreduce (group 1, #12)"; an imported rank's: "allreduce (#4 by order)".
+QString collectiveName(const CollectiveRow& r) {
+  const QString kind = QString::fromStdString(r.kind);
+  if (r.group < 0) return QObject::tr("%1 (#%2 by order)").arg(kind).arg(r.seq);
+  return QObject::tr("%1 (group %2, #%3)").arg(kind).arg(r.group).arg(r.seq);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -355,8 +362,8 @@ QString ClusterTimeline::tooltipAt(const QPoint& pos) const {
     const CollectiveRow& r = row(c);
     const auto [last, last_rank] = lastArrival({r.group, r.seq});
     const int64_t start = wallOf(c.rank, r.start_ns);
-    QString s = tr("<b>%1</b> (group %2, #%3) on rank %4<br>%5 %6")
-                    .arg(QString::fromStdString(r.kind)).arg(r.group).arg(r.seq).arg(report_->ranks[c.rank].rank)
+    QString s = tr("<b>%1</b> on rank %2<br>%3 %4")
+                    .arg(collectiveName(r).toHtmlEscaped()).arg(report_->ranks[c.rank].rank)
                     .arg(formatBytes(r.bytes), QString::fromStdString(r.dtype));
     s += tr("<br>enqueued at %1").arg(formatOffset(start, begin_, 1000));
     if (r.end_ns >= 0) {
@@ -612,13 +619,14 @@ void ClusterView::showSelected() {
   if (!timeline_->hasSelection()) return;
   const CollectiveKey key = timeline_->selection();
   const auto [last, last_rank] = timeline_->lastArrival(key);
-  for (const CollectiveRef& c : timeline_->selectedRows()) {
+  const std::vector<CollectiveRef> rows = timeline_->selectedRows();
+  for (const CollectiveRef& c : rows) {
     const CollectiveRow& r = timeline_->row(c);
     const int row = selected_->rowCount();
     selected_->insertRow(row);
     const int64_t start = timeline_->wallOf(c.rank, r.start_ns);
     selected_->setItem(row, 0, cell(QString::number(report_.ranks[c.rank].rank), true));
-    selected_->setItem(row, 1, cell(tr("%1 (group %2, #%3)").arg(QString::fromStdString(r.kind)).arg(r.group).arg(r.seq)));
+    selected_->setItem(row, 1, cell(collectiveName(r)));
     selected_->setItem(row, 2, cell(formatBytes(r.bytes), true));
     selected_->setItem(row, 3, cell(ms(start - timeline_->jobBegin()), true));
     if (r.end_ns >= 0) {
@@ -628,8 +636,9 @@ void ClusterView::showSelected() {
     } else {
       selected_->setItem(row, 4, cell(tr("never"), true));
     }
-    selected_->setItem(row, 7, cell(c.rank == last_rank ? tr("last to arrive") : QString()));
-    if (c.rank == last_rank) {
+    const bool last_one = rows.size() > 1 && c.rank == last_rank;  // alone, it waited for nobody
+    selected_->setItem(row, 7, cell(last_one ? tr("last to arrive") : QString()));
+    if (last_one) {
       for (int k = 0; k < selected_->columnCount(); ++k) {
         if (auto* it = selected_->item(row, k)) it->setForeground(kSlow);
       }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -212,6 +213,25 @@ TEST_F(ClusterJob, RefusesWhatIsNoJob) {
   ASSERT_FALSE(unranked.isOk());
   EXPECT_NE(unranked.status().message().find("no run of a multi-rank job"), std::string::npos)
       << unranked.status().message();
+}
+
+TEST_F(ClusterJob, AFolderKeepsItsReadableRanksAndNamesTheOthers) {
+  writeRank("r0.db", 0, 2, "job-a", {}, {allreduce(0, 1, 20 * kMs, 30 * kMs)});
+  writeRank("r1.db", 1, 2, "job-a", {}, {allreduce(0, 1, 20 * kMs, 30 * kMs)});
+  {
+    std::ofstream junk(dir_ / "junk.db", std::ios::binary);
+    junk << std::string(4096, 'x');  // not an SQLite file
+  }
+  auto rep = analyze({dir_.string()});
+  ASSERT_TRUE(rep.isOk()) << rep.status().message();
+  EXPECT_EQ(rep->ranks.size(), 2u);
+  ASSERT_EQ(rep->notes.size(), 1u);
+  EXPECT_NE(rep->notes[0].find("junk.db"), std::string::npos) << rep->notes[0];
+  EXPECT_NE(rep->notes[0].find("left out"), std::string::npos) << rep->notes[0];
+  // Named on its own, the same file is an error.
+  auto named = analyze({(dir_ / "r0.db").string(), (dir_ / "junk.db").string()});
+  ASSERT_FALSE(named.isOk());
+  EXPECT_NE(named.status().message().find("junk.db"), std::string::npos) << named.status().message();
 }
 
 }  // namespace

@@ -329,8 +329,11 @@ TEST(Screenshots, PartialRunOverviewAndWindow) {
 
 TEST(Screenshots, ImportedTorchNpuTrace) {
   npuscope::testing::ensureApp();
-  const std::string db = npuscope::testing::tempPath("imported.db");
-  for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(QString::fromStdString(db + suffix));
+  // In a folder of its own: the Cluster tab reads the rank files beside it.
+  const QString dir = QDir::tempPath() + QString("/npuscope_gui_imported_%1").arg(::getpid());
+  QDir(dir).removeRecursively();
+  QDir().mkpath(dir);
+  const std::string db = (dir + "/alexnet_rank0.db").toStdString();
   ASSERT_NO_FATAL_FAILURE(runCli({"import", "-q", QString(NPUSCOPE_TRACES) + "/ascend_alexnet_rank0_ascend_pt", "--db", QString::fromStdString(db)}));
   MainWindow w;
   ASSERT_NO_FATAL_FAILURE(showFile(w, db));
@@ -376,6 +379,27 @@ TEST(Screenshots, ImportedTorchNpuTrace) {
   save(&w, "imported_02_operators");
   w.tabs()->setCurrentWidget(w.training());
   save(&w, "imported_03_training");
+  // The rank's job in the Cluster tab (the imported run knows its rank): torch_npu's own step
+  // breakdown (step_trace_time.csv: Computing 8.874, Communication(Not Overlapped) 101.963,
+  // Free 25.744 ms) and its HCCL tasks as the collectives.
+  w.tabs()->setCurrentWidget(w.cluster());
+  QApplication::processEvents();
+  const cluster::Report* rep = w.cluster()->report();
+  ASSERT_NE(rep, nullptr) << w.lastError().toStdString();
+  ASSERT_EQ(rep->ranks.size(), 1u);
+  QTableWidget* steps = w.cluster()->stepTable();
+  ASSERT_EQ(steps->rowCount(), 1);
+  EXPECT_EQ(steps->item(0, 3)->text(), "8.874");
+  EXPECT_EQ(steps->item(0, 4)->text(), "101.963");
+  EXPECT_EQ(steps->item(0, 7)->text(), "25.744");
+  const auto& rows = rep->ranks[0].collective_rows;
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows.front().group, -1);
+  EXPECT_EQ(rows.front().seq, 1);
+  ClusterTimeline* t = w.cluster()->timeline();
+  ASSERT_TRUE(t->selectCollective({rows.back().group, rows.back().seq}));
+  save(&w, "imported_06_cluster");
+  QDir(dir).removeRecursively();
 }
 
 // The same views on a run the real CLI recorded (AMP O2 with an overflowing first scale, so the
