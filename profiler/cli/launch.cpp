@@ -135,7 +135,7 @@ int launchRanks(int argc, char** argv, int nproc) {
     std::fprintf(stderr, "npuscope: error: the launcher got %s and passed it on to every rank\n",
                  g_signalled == SIGINT ? "SIGINT" : "SIGTERM");
   } else if (first_failure != 0) {
-    std::fprintf(stderr, "npuscope: error: rank %d exited with code %d; the other ranks were stopped\n", failed_rank,
+    std::fprintf(stderr, "npuscope: error: rank %d exited with code %d; the ranks still running were stopped (SIGTERM)\n", failed_rank,
                  first_failure);
   }
   return first_failure;

@@ -218,6 +218,40 @@ TEST(CliInjectedDiskFull, AWalThatCannotBeCheckpointedLosesNothing) {
   EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
 }
 
+// A full disk under a multi-rank job (`train --nproc 2`, each rank's trace file on an injected 6 MiB
+// disk): each rank keeps what it committed, its run ends failed with the reason and its own error
+// line; the launcher exits non-zero; nothing hangs; the cluster report still reads the job.
+TEST(CliInjectedDiskFull, EveryRankOfAJobKeepsItsStepsAndEndsFailed) {
+  const std::string db = std::filesystem::path(scratchPath("injected_job.db")).lexically_normal().string();
+  const std::string stem = db.substr(0, db.size() - 3);
+  for (int rank = 0; rank < 2; ++rank) std::filesystem::remove(stem + ".rank" + std::to_string(rank) + ".db");
+  const CliRun r = run("train --nproc 2 --model mlp --steps 900 --db " + db, true, "NPUSCOPE_FAULT_DISK_BYTES=6M");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("npuscope: error: rank "), std::string::npos) << "the launcher names the rank: " << r.out;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string file = stem + ".rank" + std::to_string(rank) + ".db";
+    SCOPED_TRACE(file);
+    EXPECT_EQ(countLines(r.out, "npuscope: error: " + file + ": "), 1) << r.out;
+    std::smatch m;
+    const std::regex line("npuscope: error: " + file + R"(: the filesystem of \S+ is full \(injected: )"
+                          R"(NPUSCOPE_FAULT_DISK_BYTES=6M\); recording stopped after step (\d+))");
+    ASSERT_TRUE(std::regex_search(r.out, m, line)) << r.out;
+    const int64_t last = std::stoll(m[1]);
+    EXPECT_GT(last, 10);
+    EXPECT_LT(last, 899);
+    EXPECT_EQ(sqlText(file, "SELECT status FROM runs"), "failed");
+    EXPECT_NE(sqlText(file, "SELECT json_extract(results_json, '$.error') FROM runs").find("is full"), std::string::npos);
+    EXPECT_EQ(sqlInt(file, "SELECT rank FROM runs"), rank);
+    EXPECT_EQ(sqlInt(file, "SELECT count(*) FROM steps"), last + 1);
+    EXPECT_EQ(sqlInt(file, "SELECT count(*) FROM steps s WHERE NOT EXISTS (SELECT 1 FROM ops o WHERE o.step = s.step)"), 0);
+    EXPECT_GT(sqlInt(file, "SELECT count(*) FROM collectives"), last);  // a gradient all-reduce a step at least
+    EXPECT_EQ(sqlText(file, "PRAGMA integrity_check"), "ok");
+  }
+  const CliRun rep = run("report --cluster " + stem + ".rank0.db " + stem + ".rank1.db");
+  EXPECT_EQ(rep.exit_code, 0) << rep.out;
+  EXPECT_EQ(countLines(rep.out, "'s run is failed"), 2) << rep.out;
+}
+
 // `npuscope import` onto a full disk: into a file that holds a run, and into new files (one too
 // small for even the schema). One line, exit 1; the run it began ends failed with the reason
 // (nothing half-written passes for a complete run) and the run already there is untouched.
