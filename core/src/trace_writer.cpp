@@ -2,7 +2,9 @@
 
 #include <zstd.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -147,6 +149,7 @@ StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::open(const std::string& path
   std::unique_ptr<TraceWriter> w(new TraceWriter(std::move(db), options));
   w->faults_ = faults;
   RETURN_IF_ERROR(w->prepareStatements());
+  w->holdReserve();
   // A second connection for checkpoints; without one (it cannot open, or the file is not in WAL
   // mode), SQLite's own checkpoints in the writer's commits remain.
   const char* file = sqlite3_db_filename(w->db_.get(), "main");
@@ -224,6 +227,39 @@ TraceWriter::~TraceWriter() {
   // The checkpointer's connection closes first: the writer's (a member destroyed later), closing
   // last, checkpoints the whole WAL and removes it.
   checkpoint_db_.reset();
+  releaseReserve();
+}
+
+// Enough for the WAL frames of the one-row update that marks a run failed: the WAL header and
+// three frames of a trace file's 16 KiB pages (the runs row's page, an interior page, room over).
+constexpr uint64_t kReserveBytes = 64 * 1024;
+
+void TraceWriter::holdReserve() {
+  const std::string file = path();
+  if (file.empty()) return;  // an in-memory database
+  reserve_path_ = file + "-reserve";
+  const int fd = ::open(reserve_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;  // no reserve: marking a run failed on a full disk waits for room, as before
+  uint64_t held = 0;
+  if (faults_ != nullptr && faults_->governs(DiskFaults::kTraceWal)) {
+    static const char zeros[kReserveBytes] = {};
+    iovec v{const_cast<char*>(zeros), sizeof zeros};
+    const ssize_t n = faults_->writev(DiskFaults::kTraceWal, fd, &v, 1);
+    held = n > 0 ? static_cast<uint64_t>(n) : 0;
+  } else if (::posix_fallocate(fd, 0, static_cast<off_t>(kReserveBytes)) == 0) {
+    held = kReserveBytes;  // blocks allocated now, not at the first write
+  }
+  ::close(fd);
+  reserve_bytes_ = held;
+  if (held < kReserveBytes) releaseReserve();  // too little room even for this: none
+}
+
+void TraceWriter::releaseReserve() {
+  if (reserve_path_.empty()) return;
+  ::unlink(reserve_path_.c_str());
+  if (faults_ != nullptr && reserve_bytes_ > 0) faults_->giveBack(DiskFaults::kTraceWal, reserve_bytes_);
+  reserve_bytes_ = 0;
+  reserve_path_.clear();
 }
 
 Status TraceWriter::prepareStatements() {
@@ -783,6 +819,24 @@ Status TraceWriter::abandonAfterError(const Status& error) {
   } else if (!ec) {
     message += " (" + formatBytes(space.available) + " free)";
   }
+  // The run's row itself may have been in the transaction rolled back (a disk full from the
+  // start): then the file holds nothing of the run and there is nothing to mark.
+  bool run_in_file = false;
+  if (run_id_.load() >= 0) {
+    auto st = prepare(db_.get(), "SELECT 1 FROM runs WHERE id=?1");
+    if (st.isOk()) {
+      sqlite3_bind_int64(st->get(), 1, run_id_.load());
+      run_in_file = sqlite3_step(st->get()) == SQLITE_ROW;
+    }
+  }
+  if (!run_in_file) {
+    message += importing_ ? "; the import stopped before its run was committed: the file holds none of it"
+                          : "; recording stopped before its run was committed: the file holds none of it";
+    failure_ = message;
+    failure_marked_ = true;  // no row to mark
+    releaseReserve();
+    return Status(error.code(), message);
+  }
   if (importing_) {  // an importer writes a run it read whole: any of it may be missing
     message += "; the import stopped: run " + std::to_string(run_id_.load()) +
                " holds part of the trace at most and is marked failed";
@@ -793,6 +847,7 @@ Status TraceWriter::abandonAfterError(const Status& error) {
                    : "; recording stopped before the first step was committed";
   }
   failure_ = message;
+  releaseReserve();  // room for the update that marks the run failed
   markRunFailed();
   return Status(error.code(), message);
 }

@@ -269,9 +269,10 @@ TEST(CliInjectedDiskFull, ImportOntoAFullDiskLeavesNoCompleteLookingRun) {
 
   struct Case {
     std::string into, bytes;
-    int64_t run;  // the run the import began; 0: the schema did not fit, no run at all
+    int64_t run;  // the run the import began; 0: the schema did not fit, no run at all; -1: its
+                  // run's row did not fit, the file holds none of it
   };
-  for (const Case& c : {Case{db, "64K", 2}, Case{path("injected_import_new.db"), "640K", 1},
+  for (const Case& c : {Case{db, "64K", -1}, Case{db, "128K", 2}, Case{path("injected_import_new.db"), "640K", 1},
                         Case{path("injected_import_tiny.db"), "64K", 0}}) {
     SCOPED_TRACE(c.into + " with " + c.bytes);
     const CliRun r = run("import -q '" + trace + "' --db " + c.into, true, "NPUSCOPE_FAULT_DISK_BYTES=" + c.bytes);
@@ -284,6 +285,14 @@ TEST(CliInjectedDiskFull, ImportOntoAFullDiskLeavesNoCompleteLookingRun) {
       EXPECT_NE(r.out.find(": migrating to schema version 1 failed: database or disk is full"), std::string::npos)
           << r.out;
       EXPECT_EQ(sqlInt(c.into, "SELECT count(*) FROM sqlite_master"), 0) << "no schema, so no run";
+      continue;
+    }
+    if (c.run < 0) {
+      EXPECT_NE(r.out.find(" is full (injected: NPUSCOPE_FAULT_DISK_BYTES=" + c.bytes +
+                           "); the import stopped before its run was committed: the file holds none of it\n"),
+                std::string::npos)
+          << r.out;
+      EXPECT_EQ(sqlInt(c.into, "SELECT count(*) FROM runs"), 1) << "only the run that was there";
       continue;
     }
     const std::string run_id = std::to_string(c.run);

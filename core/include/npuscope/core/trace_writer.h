@@ -146,6 +146,12 @@ class TraceWriter {
   void markRunFailed();
   std::string failure_;
   bool failure_marked_ = false;
+  // A few blocks held beside the file (`<file>-reserve`) from open to close: when the disk is
+  // full they are given back, so the update that marks the run failed fits in the WAL.
+  void holdReserve();
+  void releaseReserve();
+  std::string reserve_path_;
+  uint64_t reserve_bytes_ = 0;
   int64_t txn_step_ = -1, committed_step_ = -1;
   bool importing_ = false;  // the run is an import (RunInfo::command "import")
 

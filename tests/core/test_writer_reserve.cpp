@@ -1,0 +1,99 @@
+// The trace writer's reserve (`<file>-reserve`): when the disk is already full as a commit begins
+// — its first WAL frame does not fit, so the failed commit leaves no frames to reuse — the writer
+// gives the reserve back and the update that marks the run failed fits at once. Its own process:
+// the injected disk (NPUSCOPE_FAULT_DISK_BYTES) is read once per process, so this executable
+// holds this one test, which sets it before any trace file opens.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "npuscope/core/disk_faults.h"
+#include "npuscope/core/string_table.h"
+#include "npuscope/core/trace_writer.h"
+
+namespace npuscope {
+namespace {
+
+std::string query(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* st = nullptr;
+  std::string out;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+      sqlite3_column_text(st, 0) != nullptr) {
+    out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
+}
+
+TEST(WriterReserve, ADiskFullAtACommitsFirstFrameStillEndsTheRunFailedAtOnce) {
+  ::setenv("NPUSCOPE_FAULT_DISK_BYTES", "4M", 1);  // before any trace file of this process opens
+  auto faults = DiskFaults::fromEnvironment();
+  ASSERT_TRUE(faults.isOk());
+  ASSERT_NE(*faults, nullptr);
+  DiskFaults* f = *faults;
+  const std::string path = ::testing::TempDir() + "/npuscope_reserve_" + std::to_string(::getpid()) + ".db";
+  for (const char* s : {"", "-wal", "-shm", "-reserve"}) std::filesystem::remove(path + s);
+  TraceWriter::Options o;
+  o.commit_interval_ms = 3600 * 1000;  // commits only when asked (flush)
+  auto w = TraceWriter::open(path, o);
+  ASSERT_TRUE(w.isOk()) << w.status().message();
+  EXPECT_EQ(std::filesystem::file_size(path + "-reserve"), 64u * 1024) << "held beside the file while it is open";
+  RunInfo info;
+  info.command = "train";
+  ASSERT_TRUE((*w)->beginRun(info).isOk());
+  // Something else takes every byte left on the pretend disk.
+  const std::string filler = path + "-filler";
+  const int fd = ::open(filler.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  std::vector<char> zeros(64 * 1024);
+  for (;;) {
+    iovec v{zeros.data(), zeros.size()};
+    if (f->writev(DiskFaults::kTraceWal, fd, &v, 1) <= 0) break;
+  }
+  ::close(fd);
+  ASSERT_EQ(f->room(), 0u);
+  // A step's ops: the commit's first frame does not fit.
+  auto buf = (*w)->takeBuffer();
+  for (int i = 0; i < 200; ++i) {
+    OpRecord r;
+    r.id = i + 1;
+    r.start_ns = i * 1000;
+    r.dur_ns = 500;
+    r.thread_id = 1;
+    r.step = 0;
+    r.name_id = StringTable::global().intern("aten::add");
+    buf->records[buf->size++] = r;
+  }
+  (*w)->submit(buf);
+  StepRecord st;
+  st.step = 0;
+  st.dur_ns = 200000;
+  (*w)->addStep(st);
+  const Status s = (*w)->flush();
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("is full"), std::string::npos) << s.message();
+  // While the writer is still open: the run is already failed, with the reason, and the
+  // reserve is gone (its room used for that).
+  EXPECT_EQ(query(path, "SELECT status FROM runs"), "failed");
+  EXPECT_NE(query(path, "SELECT json_extract(results_json, '$.error') FROM runs").find("is full"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(path + "-reserve"));
+  w->reset();
+  EXPECT_EQ(query(path, "PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(query(path, "SELECT count(*) FROM steps"), "0");
+  std::filesystem::remove(filler);
+  for (const char* s : {"", "-wal", "-shm", "-reserve"}) std::filesystem::remove(path + s);
+}
+
+}  // namespace
+}  // namespace npuscope
