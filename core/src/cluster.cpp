@@ -208,10 +208,11 @@ std::vector<CollectiveRow> collectiveRows(TraceReader& reader, const RunRow& run
   return out;
 }
 
-// Communication summed per collective kind.
-std::vector<CollectiveStat> collectiveStats(const std::vector<CollectiveRow>& rows) {
+// Communication of rank `k` summed per collective kind, waits from the job's last arrivals.
+std::vector<CollectiveStat> collectiveStats(const Report& rep, size_t k) {
+  const Rank& rank = rep.ranks[k];
   std::map<std::string, CollectiveStat> by;
-  for (const CollectiveRow& c : rows) {
+  for (const CollectiveRow& c : rank.collective_rows) {
     CollectiveStat& s = by[c.kind];
     s.kind = c.kind;
     ++s.count;
@@ -222,6 +223,10 @@ std::vector<CollectiveStat> collectiveStats(const std::vector<CollectiveRow>& ro
     }
     s.time_ns += c.end_ns - c.start_ns;
     s.max_ns = std::max(s.max_ns, c.end_ns - c.start_ns);
+    auto last = rep.last_arrival.find({c.group, c.seq});
+    if (last != rep.last_arrival.end()) {
+      s.wait_ns += std::clamp<int64_t>(last->second.wall_ns - (c.start_ns + rank.wall_offset_ns), 0, c.end_ns - c.start_ns);
+    }
   }
   std::vector<CollectiveStat> out;
   for (auto& [k, s] : by) out.push_back(s);
@@ -382,7 +387,6 @@ StatusOr<Report> analyze(const std::vector<std::string>& paths, const std::strin
     }
     r.activity = std::move(acts);
     r.collective_rows = collectiveRows(*reader, c.run);
-    r.collectives = collectiveStats(r.collective_rows);
     r.wall_offset_ns = c.run.wall_start_ns - c.run.started_ns;
     if (c.run.status != "completed") rep.notes.push_back(c.path + ": rank " + std::to_string(rank) + "'s run is " + c.run.status);
     rep.ranks.push_back(std::move(r));
@@ -407,6 +411,15 @@ StatusOr<Report> analyze(const std::vector<std::string>& paths, const std::strin
   for (const auto& [s, n] : seen) {
     if (n == rep.ranks.size()) rep.common_steps.push_back(s);
   }
+  // The last arrival of every collective, then each rank's communication with its waits.
+  for (size_t k = 0; k < rep.ranks.size(); ++k) {
+    for (const CollectiveRow& c : rep.ranks[k].collective_rows) {
+      const int64_t wall = c.start_ns + rep.ranks[k].wall_offset_ns;
+      auto [it, fresh] = rep.last_arrival.try_emplace({c.group, c.seq}, LastArrival{wall, static_cast<int>(k)});
+      if (!fresh && wall > it->second.wall_ns) it->second = {wall, static_cast<int>(k)};
+    }
+  }
+  for (size_t k = 0; k < rep.ranks.size(); ++k) rep.ranks[k].collectives = collectiveStats(rep, k);
   findSlowRank(rep, threshold);
   return rep;
 }
@@ -469,23 +482,26 @@ std::string formatText(const Report& r, double threshold) {
     }
   }
   out += "\nCommunication per collective\n\n";
-  std::snprintf(line, sizeof line, "%-16s %5s %7s %14s %12s %12s %12s\n", "Collective", "Rank", "Count", "Bytes", "Time (ms)",
-                "Max (ms)", "GB/s");
+  std::snprintf(line, sizeof line, "%-16s %5s %7s %14s %12s %12s %12s %12s %12s\n", "Collective", "Rank", "Count", "Bytes",
+                "Time (ms)", "Wait (ms)", "Transit (ms)", "Max (ms)", "GB/s");
   out += line;
   out += std::string(std::strlen(line) - 1, '-') + "\n";
   bool any = false;
   for (const Rank& k : r.ranks) {
     for (const CollectiveStat& c : k.collectives) {
       any = true;
-      std::snprintf(line, sizeof line, "%-16s %5lld %7lld %14lld %12s %12s %12s%s\n", c.kind.c_str(),
+      std::snprintf(line, sizeof line, "%-16s %5lld %7lld %14lld %12s %12s %12s %12s %12s%s\n", c.kind.c_str(),
                     static_cast<long long>(k.rank), static_cast<long long>(c.count), static_cast<long long>(c.bytes),
-                    ms(c.time_ns).c_str(), ms(c.max_ns).c_str(), formatFixed(c.gbps(), 3).c_str(),
+                    ms(c.time_ns).c_str(), ms(c.wait_ns).c_str(), ms(c.transitNs()).c_str(), ms(c.max_ns).c_str(),
+                    formatFixed(c.gbps(), 3).c_str(),
                     c.incomplete > 0 ? ("  (" + std::to_string(c.incomplete) + " never completed)").c_str() : "");
       out += line;
     }
   }
   if (!any) out += "(no collectives recorded)\n";
-  out += "GB/s: bytes of this rank's input over the collective's time (enqueue to completion; the HCCL task when imported)\n";
+  out += "Time: enqueue to completion (the HCCL task when imported); Wait: the part of it before the last rank of the\n"
+         "group enqueued the same collective (matched by group and sequence number); GB/s: bytes of this rank's input\n"
+         "over the transit time (time - wait)\n";
   return out;
 }
 
@@ -507,7 +523,7 @@ std::string formatJson(const Report& r, double threshold) {
     rk["collectives"] = nlohmann::json::array();
     for (const CollectiveStat& c : k.collectives) {
       rk["collectives"].push_back({{"kind", c.kind}, {"count", c.count}, {"bytes", c.bytes}, {"time_ns", c.time_ns},
-                                   {"max_ns", c.max_ns}, {"incomplete", c.incomplete}, {"gb_per_s", c.gbps()}});
+                                   {"wait_ns", c.wait_ns}, {"transit_ns", c.transitNs()}, {"max_ns", c.max_ns}, {"incomplete", c.incomplete}, {"gb_per_s", c.gbps()}});
     }
     j["ranks"].push_back(rk);
   }

@@ -14,6 +14,7 @@
 #include <QToolTip>
 #include <QVBoxLayout>
 #include <QWheelEvent>
+#include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -57,7 +58,6 @@ ClusterTimeline::ClusterTimeline(QWidget* parent) : QWidget(parent) {
 void ClusterTimeline::setReport(const cluster::Report* report) {
   report_ = report;
   has_selection_ = false;
-  last_arrival_.clear();
   begin_ = std::numeric_limits<int64_t>::max();
   end_ = std::numeric_limits<int64_t>::min();
   if (report_ != nullptr) {
@@ -71,8 +71,6 @@ void ClusterTimeline::setReport(const cluster::Report* report) {
         const int64_t w = wallOf(i, c.start_ns);
         begin_ = std::min(begin_, w);
         end_ = std::max(end_, c.end_ns >= 0 ? wallOf(i, c.end_ns) : w);
-        auto [it, fresh] = last_arrival_.try_emplace(CollectiveKey{c.group, c.seq}, std::make_pair(w, i));
-        if (!fresh && w > it->second.first) it->second = {w, i};
       }
     }
   }
@@ -152,8 +150,10 @@ CollectiveKey ClusterTimeline::keyOf(CollectiveRef c) const {
 }
 
 std::pair<int64_t, int> ClusterTimeline::lastArrival(CollectiveKey key) const {
-  auto it = last_arrival_.find(key);
-  return it == last_arrival_.end() ? std::make_pair(int64_t{-1}, -1) : it->second;
+  if (report_ == nullptr) return {-1, -1};
+  auto it = report_->last_arrival.find({key.group, key.seq});
+  return it == report_->last_arrival.end() ? std::make_pair(int64_t{-1}, -1)
+                                           : std::make_pair(it->second.wall_ns, it->second.rank_index);
 }
 
 QRectF ClusterTimeline::collectiveRect(CollectiveRef c) const {
@@ -199,7 +199,7 @@ int64_t ClusterTimeline::stepAt(const QPoint& p) const {
 }
 
 bool ClusterTimeline::selectCollective(CollectiveKey key) {
-  if (report_ == nullptr || last_arrival_.find(key) == last_arrival_.end()) return false;
+  if (report_ == nullptr || report_->last_arrival.count({key.group, key.seq}) == 0) return false;
   has_selection_ = true;
   selected_ = key;
   update();
@@ -504,8 +504,8 @@ ClusterView::ClusterView(QWidget* parent) : QWidget(parent) {
                                tr("Overlapped"), tr("Communication"), tr("Free"), tr("Stage"), tr("Preparing")});
   selected_ = makeTable(tables_, {tr("Rank"), tr("Collective"), tr("Bytes"), tr("Enqueued (ms)"), tr("Completed (ms)"),
                                   tr("Duration (ms)"), tr("Waited for peers (ms)"), tr("")});
-  comm_ = makeTable(tables_, {tr("Rank"), tr("Collective"), tr("Count"), tr("Bytes"), tr("Time (ms)"), tr("Max (ms)"),
-                              tr("GB/s"), tr("Never completed")});
+  comm_ = makeTable(tables_, {tr("Rank"), tr("Collective"), tr("Count"), tr("Bytes"), tr("Time (ms)"), tr("Wait (ms)"),
+                              tr("Transit (ms)"), tr("Max (ms)"), tr("GB/s (transit)"), tr("Never completed")});
   tables_->addTab(steps_, tr("Steps"));
   tables_->addTab(selected_, tr("Selected collective"));
   tables_->addTab(comm_, tr("Communication"));
@@ -537,12 +537,42 @@ void ClusterView::clear(const QString& message) {
   for (QTableWidget* t : {steps_, selected_, comm_}) t->setRowCount(0);
 }
 
-bool ClusterView::openJob(const std::vector<std::string>& paths, const std::string& job) {
-  auto rep = cluster::analyze(paths, job);
+bool ClusterView::openJob(const std::vector<std::string>& paths, const std::string& job, bool sync) {
+  if (sync) {
+    if (watcher_) watcher_->waitForFinished();
+    return present(cluster::analyze(paths, job));
+  }
+  if (watcher_) {  // the newest request runs next; the one under way finishes and is dropped
+    has_pending_ = true;
+    pending_paths_ = paths;
+    pending_job_ = job;
+    return true;
+  }
+  clear(tr("Reading the job's rank files\u2026"));
+  watcher_ = new QFutureWatcher<std::shared_ptr<StatusOr<cluster::Report>>>(this);
+  connect(watcher_, &QFutureWatcherBase::finished, this, [this] {
+    auto result = watcher_->result();
+    watcher_->deleteLater();
+    watcher_ = nullptr;
+    if (has_pending_) {
+      has_pending_ = false;
+      openJob(pending_paths_, pending_job_, false);
+      return;
+    }
+    present(std::move(*result));
+  });
+  watcher_->setFuture(QtConcurrent::run([paths, job] {
+    return std::make_shared<StatusOr<cluster::Report>>(cluster::analyze(paths, job));
+  }));
+  return true;
+}
+
+bool ClusterView::present(StatusOr<cluster::Report> rep) {
   if (!rep.isOk()) {
     const QString m = QString::fromStdString(rep.status().message());
     clear(m);
     emit errorOccurred(m);
+    emit jobLoaded(false);
     return false;
   }
   report_ = std::move(*rep);
@@ -576,6 +606,7 @@ bool ClusterView::openJob(const std::vector<std::string>& paths, const std::stri
   split_->setSizes({top, total - top});
   fillTables();
   showSelected();
+  emit jobLoaded(true);
   return true;
 }
 
@@ -606,9 +637,11 @@ void ClusterView::fillTables() {
       comm_->setItem(row, 2, cell(QString::number(c.count), true));
       comm_->setItem(row, 3, cell(formatBytes(c.bytes), true));
       comm_->setItem(row, 4, cell(ms(c.time_ns), true));
-      comm_->setItem(row, 5, cell(ms(c.max_ns), true));
-      comm_->setItem(row, 6, cell(QString::number(c.gbps(), 'f', 3), true));
-      comm_->setItem(row, 7, cell(QString::number(c.incomplete), true));
+      comm_->setItem(row, 5, cell(ms(c.wait_ns), true));
+      comm_->setItem(row, 6, cell(ms(c.transitNs()), true));
+      comm_->setItem(row, 7, cell(ms(c.max_ns), true));
+      comm_->setItem(row, 8, cell(QString::number(c.gbps(), 'f', 3), true));
+      comm_->setItem(row, 9, cell(QString::number(c.incomplete), true));
     }
   }
   comm_->resizeColumnsToContents();

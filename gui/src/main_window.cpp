@@ -463,19 +463,16 @@ bool MainWindow::openCluster(const QStringList& paths, const QString& job) {
   std::vector<std::string> p;
   for (const QString& s : paths) p.push_back(s.toStdString());
   tabs_->setCurrentWidget(cluster_);
-  const bool ok = cluster_->openJob(p, job.toStdString());
-  cluster_loaded_ = ok ? paths.join('\n') + '\n' + job : QString();
-  return ok;
+  cluster_loaded_ = paths.join('\n') + '\n' + job;
+  return cluster_->openJob(p, job.toStdString(), sync_);
 }
 
 void MainWindow::loadPendingCluster() {
   if (cluster_dir_.isEmpty() || cluster_loaded_ == cluster_dir_ + '\n' + cluster_job_) return;
   const QString dir = cluster_dir_, job = cluster_job_;
   std::vector<std::string> p{dir.toStdString()};
-  QApplication::setOverrideCursor(Qt::BusyCursor);
   cluster_loaded_ = dir + '\n' + job;  // tried once: an error is shown once, not on every visit
-  cluster_->openJob(p, job.toStdString());
-  QApplication::restoreOverrideCursor();
+  cluster_->openJob(p, job.toStdString(), sync_);
 }
 
 void MainWindow::addRecent(const QString& path) {

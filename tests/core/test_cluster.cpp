@@ -182,6 +182,14 @@ TEST_F(ClusterJob, NamesTheSlowRankItsStepAndItsOp) {
   EXPECT_EQ(c.bytes, 8 * kMs);
   EXPECT_EQ(c.time_ns, 50 * kMs);
   EXPECT_EQ(c.max_ns, 40 * kMs);
+  // All-reduce #2: rank 0 enqueued it at 120 ms, rank 1 (last) at 150: 30 ms of waiting; the
+  // bandwidth is over the 20 ms in transit.
+  EXPECT_EQ(c.wait_ns, 30 * kMs);
+  EXPECT_EQ(c.transitNs(), 20 * kMs);
+  EXPECT_DOUBLE_EQ(c.gbps(), 8.0 * kMs / (20.0 * kMs));
+  EXPECT_EQ(rep->ranks[1].collectives[0].wait_ns, 0);
+  ASSERT_EQ(rep->last_arrival.count({0, 2}), 1u);
+  EXPECT_EQ(rep->last_arrival.at({0, 2}).rank_index, 1);
   ASSERT_EQ(rep->notes.size(), 1u);
   EXPECT_NE(rep->notes[0].find("job-old"), std::string::npos) << rep->notes[0];
   const std::string text = formatText(*rep, 0.05);

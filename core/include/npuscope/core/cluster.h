@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,9 +63,14 @@ struct CollectiveStat {
   int64_t count = 0;
   int64_t bytes = 0;
   int64_t time_ns = 0;      // sum of (completion - enqueue); tasks' durations when imported
+  // Of that time, the part before the last rank of the collective's group enqueued it (matched
+  // across the job's files by (group, seq)): waiting for a peer, not moving data.
+  int64_t wait_ns = 0;
   int64_t max_ns = 0;
   int64_t incomplete = 0;   // collectives that never completed
-  double gbps() const { return time_ns > 0 ? static_cast<double>(bytes) / static_cast<double>(time_ns) : 0; }
+  int64_t transitNs() const { return time_ns - wait_ns; }
+  // Achieved bandwidth: bytes over the transit time (time - wait).
+  double gbps() const { return transitNs() > 0 ? static_cast<double>(bytes) / static_cast<double>(transitNs()) : 0; }
 };
 
 // One rank of the job as read from its file.
@@ -98,9 +104,18 @@ struct SlowRank {
   int64_t op_more_ns = 0;
 };
 
+// When the last rank of a collective's group enqueued it: the wall time (Unix ns) and that rank's
+// index in Report::ranks.
+struct LastArrival {
+  int64_t wall_ns = 0;
+  int rank_index = -1;
+};
+
 struct Report {
   std::string job;                 // "" when the runs name none
   std::vector<Rank> ranks;         // by rank
+  // Every collective of the job by (group, seq).
+  std::map<std::pair<int64_t, int64_t>, LastArrival> last_arrival;
   std::vector<int64_t> common_steps;
   SlowRank slow;
   std::vector<std::string> notes;  // runs left out and why

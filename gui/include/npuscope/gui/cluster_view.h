@@ -14,7 +14,9 @@
 // the job; plain wheel scrolls the ranks.
 #pragma once
 
+#include <QFutureWatcher>
 #include <QWidget>
+#include <memory>
 #include <cstdint>
 #include <map>
 #include <utility>
@@ -122,7 +124,6 @@ class ClusterTimeline : public QWidget {
   void paintRank(class QPainter& p, int rank);
 
   const cluster::Report* report_ = nullptr;
-  std::map<CollectiveKey, std::pair<int64_t, int>> last_arrival_;  // key -> (wall time, rank index)
   int64_t begin_ = 0, end_ = 1;
   int64_t view_begin_ = 0;
   double ns_per_px_ = 1;
@@ -139,9 +140,11 @@ class ClusterView : public QWidget {
   explicit ClusterView(QWidget* parent = nullptr);
 
   // Reads the job's rank files (trace files or folders of them; of several jobs the newest
-  // unless `job` names one) and shows it. On an error: the message in the view, errorOccurred,
-  // false.
-  bool openJob(const std::vector<std::string>& paths, const std::string& job = "");
+  // unless `job` names one) and shows it; jobLoaded follows. On an error: the message in the
+  // view, errorOccurred, false. Not `sync`: read on a worker thread (every step of every rank
+  // is read), the view saying so meanwhile; returns true, a newer request replaces a waiting one.
+  bool openJob(const std::vector<std::string>& paths, const std::string& job = "", bool sync = true);
+  bool loading() const { return watcher_ != nullptr; }
   void clear(const QString& message);
 
   const cluster::Report* report() const { return has_report_ ? &report_ : nullptr; }
@@ -157,10 +160,16 @@ class ClusterView : public QWidget {
 
  signals:
   void errorOccurred(const QString& message);
+  void jobLoaded(bool ok);
 
  private:
+  bool present(StatusOr<cluster::Report> rep);
   void fillTables();
   void showSelected();
+  QFutureWatcher<std::shared_ptr<StatusOr<cluster::Report>>>* watcher_ = nullptr;
+  bool has_pending_ = false;
+  std::vector<std::string> pending_paths_;
+  std::string pending_job_;
 
   cluster::Report report_;
   bool has_report_ = false;

@@ -47,7 +47,8 @@ class MainWindow : public QMainWindow {
   bool comparePerformanceWith(const QString& path, bool sync = false);
   // Performance compare of two runs of the open file (A, B).
   bool comparePerformance(int64_t run_a, int64_t run_b);
-  // The cluster view of a multi-rank job's rank files (trace files or folders), shown.
+  // The cluster view of a multi-rank job's rank files (trace files or folders), shown; read in
+  // the background unless synchronous (setSynchronous).
   bool openCluster(const QStringList& paths, const QString& job = QString());
   // Selects run `id` in the list (loads it); two ids select both for Compare.
   void selectRuns(const std::vector<int64_t>& ids);
