@@ -30,8 +30,8 @@ import npuscope
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_python import Cnn  # noqa: E402  (the CLI's built-in cnn, as bench_python measures it)
 
-PAIRS_ALLREDUCE, REPS_ALLREDUCE = 15, 4
-PAIRS_DDP, STEPS_DDP = 15, 6
+PAIRS_ALLREDUCE, REPS_ALLREDUCE = 25, 4
+PAIRS_DDP, STEPS_DDP = 25, 6
 
 
 def alternate(run_a, run_b, pairs, setup_a=None, teardown_a=None):
