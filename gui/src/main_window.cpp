@@ -462,8 +462,11 @@ void MainWindow::onRunSelectionChanged() {
 bool MainWindow::openCluster(const QStringList& paths, const QString& job) {
   std::vector<std::string> p;
   for (const QString& s : paths) p.push_back(s.toStdString());
-  tabs_->setCurrentWidget(cluster_);
+  // What was asked for now replaces the selected rank's job, also on later visits to the tab.
+  cluster_dir_.clear();
+  cluster_job_.clear();
   cluster_loaded_ = paths.join('\n') + '\n' + job;
+  tabs_->setCurrentWidget(cluster_);
   return cluster_->openJob(p, job.toStdString(), sync_);
 }
 

@@ -20,6 +20,7 @@
 #include "npuscope/core/trace_writer.h"
 #include "npuscope/gui/cluster_view.h"
 #include "npuscope/gui/main_window.h"
+#include "npuscope/gui/timeline_panel.h"
 
 namespace npuscope::gui {
 namespace {
@@ -304,6 +305,18 @@ TEST_F(ClusterViewTest, SelectingARanksRunOpensItsJob) {
   EXPECT_TRUE(w.lastError().contains("no trace files")) << w.lastError().toStdString();
   EXPECT_TRUE(w.cluster()->summary()->text().contains("no trace files"));
   EXPECT_EQ(w.cluster()->report(), nullptr);
+  // What was opened stays when the tab is left and shown again (not replaced by the selected
+  // rank's job).
+  w.tabs()->setCurrentWidget(w.timeline());
+  w.tabs()->setCurrentWidget(w.cluster());
+  QApplication::processEvents();
+  EXPECT_EQ(w.cluster()->report(), nullptr);
+  // Selecting a rank's run again gives the tab that run's job.
+  w.selectRuns({});
+  w.selectRuns({1});
+  QApplication::processEvents();
+  ASSERT_NE(w.cluster()->report(), nullptr);
+  EXPECT_EQ(w.cluster()->report()->job, "job-gui");
 }
 
 }  // namespace
