@@ -513,6 +513,9 @@ TEST(Screenshots, ClusterOfARealTwoRankJob) {
   ASSERT_TRUE(t->selectCollective({pick->group, pick->seq}));
   EXPECT_EQ(w.cluster()->collectiveTable()->rowCount(), 2);
   save(&w, "cluster_02_step_collective");
+  w.cluster()->tables()->setCurrentWidget(w.cluster()->communicationTable());
+  EXPECT_EQ(w.cluster()->communicationTable()->rowCount(), 2);  // one all-reduce row per rank
+  save(&w, "cluster_03_communication");
   QDir(dir).removeRecursively();
 }
 
