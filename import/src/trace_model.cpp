@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
 
@@ -13,6 +14,25 @@
 #include "npuscope/core/trace_writer.h"
 
 namespace npuscope::import {
+namespace {
+
+// The job an imported rank belongs to: the folder that holds the job's rank folders or files
+// (the parent of a torch_npu `*_ascend_pt` folder, wherever inside it the path points; else the
+// parent of the trace file), so ranks imported from one job's output share it.
+std::string jobOfPath(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(path, ec).lexically_normal();
+  if (ec) p = std::filesystem::path(path).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // a trailing slash
+  for (std::filesystem::path q = p; q.has_relative_path(); q = q.parent_path()) {
+    const std::string name = q.filename().string();
+    if (name.size() > 10 && name.compare(name.size() - 10, 10, "_ascend_pt") == 0) return "import:" + q.parent_path().string();
+  }
+  return "import:" + p.parent_path().string();
+}
+
+}  // namespace
+
 namespace {
 
 bool oneOf(std::string_view s, std::initializer_list<std::string_view> set) {
@@ -575,6 +595,7 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
   info.source_path = path_;
   info.rank = rank_;
   info.world_size = world_size_;
+  if (rank_ >= 0) info.job = jobOfPath(path_);
   ASSIGN_OR_RETURN(summary->run_id, writer.beginRun(info));
   summary->source = source_;
   summary->path = path_;

@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -48,6 +49,8 @@ TEST_F(ImportTest, ClusterBreakdownMatchesTorchNpuStepTraceTime) {
   auto rep = cluster::analyze({db});
   ASSERT_TRUE(rep.isOk()) << rep.status().message();
   ASSERT_EQ(rep->ranks.size(), 1u);
+  // The rank's job: the folder that holds the job's *_ascend_pt folders.
+  EXPECT_EQ(rep->job, "import:" + std::filesystem::absolute(kAscend).parent_path().lexically_normal().string());
   ASSERT_EQ(rep->ranks[0].steps.size(), 1u);
   const cluster::StepBreakdown& b = rep->ranks[0].steps[0];
   EXPECT_EQ(b.step, static_cast<int64_t>(want["Step"]));
