@@ -362,7 +362,9 @@ def amp_rank(rank, world, port, out_dir):
     from npuscope import amp
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 4).npu()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    # A fused optimizer on combined tensors (torch_npu's NpuFusedAdam): its updates must stay
+    # bit-identical across ranks.
+    opt = npuscope.optimizers.NpuFusedAdam(model.parameters(), lr=0.01)
     model, opt = amp.initialize(model, opt, opt_level="O2", loss_scale="dynamic", dynamic_init_scale=2.0 ** 16,
                                 verbosity=0)
     ddp = torch.nn.parallel.DistributedDataParallel(model)
@@ -378,16 +380,25 @@ def amp_rank(rank, world, port, out_dir):
         opt.step()
         changed = any(not torch.equal(b, p.detach().cpu()) for b, p in zip(before, model.parameters()))
         events.append((step, amp.loss_scale(), changed))
-    torch.save(events, os.path.join(out_dir, f"rank{rank}.pt"))
+    params = [p.detach().cpu() for p in model.parameters()]
+    masters = [p.detach().cpu() for p in amp.master_params(opt)]
+    torch.save({"events": events, "params": params, "masters": masters}, os.path.join(out_dir, f"rank{rank}.pt"))
     dist.destroy_process_group()
 
 
 def test_an_overflow_on_one_rank_skips_the_step_on_all(tmp_path):
     spawn(amp_rank, 2, str(tmp_path))
-    r0, r1 = torch.load(tmp_path / "rank0.pt"), torch.load(tmp_path / "rank1.pt")
+    d0, d1 = torch.load(tmp_path / "rank0.pt"), torch.load(tmp_path / "rank1.pt")
+    r0, r1 = d0["events"], d1["events"]
     assert r0 == r1, (r0, r1)
     assert [changed for _, _, changed in r0] == [True, False, True]  # step 1 skipped everywhere
     assert r0[1][1] == r0[0][1] / 2  # the scale backed off once, on both ranks
+    # The fused optimizer's fp16 model and fp32 master weights: bit-identical on both ranks.
+    for key in ("params", "masters"):
+        assert len(d0[key]) == len(d1[key]) > 0
+        for a, b in zip(d0[key], d1[key]):
+            assert torch.equal(a, b), (key, a, b)
+    assert {p.dtype for p in d0["masters"]} == {torch.float32}
 
 
 # ---- SyncBatchNorm ---------------------------------------------------------------------------
