@@ -10,6 +10,7 @@
 #include <cerrno>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 
@@ -234,10 +235,22 @@ TraceWriter::~TraceWriter() {
 // three frames of a trace file's 16 KiB pages (the runs row's page, an interior page, room over).
 constexpr uint64_t kReserveBytes = 64 * 1024;
 
+// `<file>-reserve-<pid>-<n>`: one per writer, so writers of the same file (ranks of a job, two
+// processes) never take each other's. Those of processes that are gone (killed) are removed.
 void TraceWriter::holdReserve() {
   const std::string file = path();
   if (file.empty()) return;  // an in-memory database
-  reserve_path_ = file + "-reserve";
+  const std::filesystem::path fp(file);
+  const std::string prefix = fp.filename().string() + "-reserve-";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(fp.parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) std::filesystem::remove(e.path(), ec);
+  }
+  static std::atomic<int> writers{0};
+  reserve_path_ = file + "-reserve-" + std::to_string(::getpid()) + "-" + std::to_string(++writers);
   const int fd = ::open(reserve_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return;  // no reserve: marking a run failed on a full disk waits for room, as before
   uint64_t held = 0;

@@ -6,7 +6,10 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <cstdio>
 #include <thread>
 
@@ -59,6 +62,46 @@ std::vector<uint8_t> xorshiftBytes(size_t n, uint32_t seed) {
 // Appends `count` top-level ops named `name`, ids from `first_id`, to `buf`.
 void fillOps(OpBuffer& buf, int64_t first_id, int64_t count, uint32_t name) {
   for (int64_t i = 0; i < count; ++i) buf.records[buf.size++] = OpRecord{first_id + i, -1, i, 1, -1, -1, -1, 9, 0, name};
+}
+
+// Each writer holds its own reserve beside the file (docs/schema.md, "Full disks"): two writers of
+// one file never take each other's, closing removes a writer's own, and one left by a process
+// that is gone is removed by the next writer.
+TEST(TraceWriter, EachWriterHoldsItsOwnReserveAndClearsThoseOfDeadProcesses) {
+  const std::string path = tempPath("reserve.db");
+  const std::string name = std::filesystem::path(path).filename().string();
+  auto reserves = [&] {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(path).parent_path())) {
+      const std::string n = e.path().filename().string();
+      if (n.rfind(name + "-reserve-", 0) == 0) out.push_back(n);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  for (const std::string& r : reserves()) std::filesystem::remove(std::filesystem::path(path).parent_path() / r);
+  // A reserve left by a process that no longer exists: a child that has exited and been reaped.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);
+  const std::string stale = path + "-reserve-" + std::to_string(child) + "-1";
+  { std::ofstream(stale) << "x"; }
+  auto a = TraceWriter::open(path);
+  ASSERT_TRUE(a.isOk()) << a.status().message();
+  EXPECT_FALSE(std::filesystem::exists(stale)) << "the dead process's reserve is removed";
+  auto b = TraceWriter::open(path);
+  ASSERT_TRUE(b.isOk()) << b.status().message();
+  const auto both = reserves();
+  ASSERT_EQ(both.size(), 2u);
+  for (const std::string& r : both) {
+    EXPECT_EQ(std::filesystem::file_size(std::filesystem::path(path).parent_path() / r), 64u * 1024) << r;
+    EXPECT_EQ(r.rfind(name + "-reserve-" + std::to_string(::getpid()) + "-", 0), 0u) << r;
+  }
+  a->reset();
+  EXPECT_EQ(reserves().size(), 1u) << "closing one writer leaves the other's reserve";
+  b->reset();
+  EXPECT_TRUE(reserves().empty());
 }
 
 TEST(TraceWriter, FourProducersLoseNothing) {

@@ -1,4 +1,4 @@
-// The trace writer's reserve (`<file>-reserve`): when the disk is already full as a commit begins
+// The trace writer's reserve (`<file>-reserve-<pid>-<n>`): when the disk is already full as a commit begins
 // — its first WAL frame does not fit, so the failed commit leaves no frames to reuse — the writer
 // gives the reserve back and the update that marks the run failed fits at once. Its own process:
 // the injected disk (NPUSCOPE_FAULT_DISK_BYTES) is read once per process, so this executable
@@ -43,12 +43,23 @@ TEST(WriterReserve, ADiskFullAtACommitsFirstFrameStillEndsTheRunFailedAtOnce) {
   ASSERT_NE(*faults, nullptr);
   DiskFaults* f = *faults;
   const std::string path = ::testing::TempDir() + "/npuscope_reserve_" + std::to_string(::getpid()) + ".db";
-  for (const char* s : {"", "-wal", "-shm", "-reserve"}) std::filesystem::remove(path + s);
+  for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(path + s);
+  // The writer's reserve file(s) beside `path`.
+  auto reserves = [&] {
+    std::vector<std::filesystem::path> out;
+    for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(path).parent_path())) {
+      if (e.path().filename().string().rfind(std::filesystem::path(path).filename().string() + "-reserve-", 0) == 0) {
+        out.push_back(e.path());
+      }
+    }
+    return out;
+  };
   TraceWriter::Options o;
   o.commit_interval_ms = 3600 * 1000;  // commits only when asked (flush)
   auto w = TraceWriter::open(path, o);
   ASSERT_TRUE(w.isOk()) << w.status().message();
-  EXPECT_EQ(std::filesystem::file_size(path + "-reserve"), 64u * 1024) << "held beside the file while it is open";
+  ASSERT_EQ(reserves().size(), 1u);
+  EXPECT_EQ(std::filesystem::file_size(reserves().front()), 64u * 1024) << "held beside the file while it is open";
   RunInfo info;
   info.command = "train";
   ASSERT_TRUE((*w)->beginRun(info).isOk());
@@ -87,12 +98,12 @@ TEST(WriterReserve, ADiskFullAtACommitsFirstFrameStillEndsTheRunFailedAtOnce) {
   // reserve is gone (its room used for that).
   EXPECT_EQ(query(path, "SELECT status FROM runs"), "failed");
   EXPECT_NE(query(path, "SELECT json_extract(results_json, '$.error') FROM runs").find("is full"), std::string::npos);
-  EXPECT_FALSE(std::filesystem::exists(path + "-reserve"));
+  EXPECT_TRUE(reserves().empty());
   w->reset();
   EXPECT_EQ(query(path, "PRAGMA integrity_check"), "ok");
   EXPECT_EQ(query(path, "SELECT count(*) FROM steps"), "0");
   std::filesystem::remove(filler);
-  for (const char* s : {"", "-wal", "-shm", "-reserve"}) std::filesystem::remove(path + s);
+  for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(path + s);
 }
 
 }  // namespace

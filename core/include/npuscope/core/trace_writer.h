@@ -146,7 +146,7 @@ class TraceWriter {
   void markRunFailed();
   std::string failure_;
   bool failure_marked_ = false;
-  // A few blocks held beside the file (`<file>-reserve`) from open to close: when the disk is
+  // A few blocks held beside the file (`<file>-reserve-<pid>-<n>`) from open to close: when the disk is
   // full they are given back, so the update that marks the run failed fits in the WAL.
   void holdReserve();
   void releaseReserve();
