@@ -44,6 +44,26 @@ StatusOr<std::unique_ptr<DataParallel>> DataParallel::join(const std::string& ad
 
 DataParallel::~DataParallel() = default;
 
+namespace {
+
+// Waits for a collective of the job. A failure of the transport (Gloo's IoException when a peer
+// rank ended or its connection broke) becomes a c10::Error naming the rank and the collective,
+// as torch's own errors are, so a training loop's error path ends its run instead of the
+// exception leaving the program (std::terminate).
+void waitFor(const c10::intrusive_ptr<c10d::Work>& work, int rank, const char* what) {
+  try {
+    work->wait();
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    const std::string why = e.what();
+    TORCH_CHECK(false, "rank ", rank, ": the ", what, " with the other ranks failed (a peer rank ended or lost its "
+                "connection): ", why.substr(0, why.find('\n')));
+  }
+}
+
+}  // namespace
+
 void DataParallel::averageGradients(const std::vector<at::Tensor>& grads) {
   // One coalesced all-reduce per dtype (a model under O2 has fp16 and fp32 gradients), as DDP's
   // buckets do: a collective's fixed cost is paid once, not per tensor.
@@ -54,7 +74,7 @@ void DataParallel::averageGradients(const std::vector<at::Tensor>& grads) {
     if (it == by_dtype.end()) by_dtype.push_back({g}); else it->push_back(g);
   }
   for (std::vector<at::Tensor>& group : by_dtype) {
-    impl_->pg->allreduce_coalesced(group)->wait();
+    waitFor(impl_->pg->allreduce_coalesced(group), rank_, "gradient all-reduce");
     for (const at::Tensor& g : group) g.div_(world_);
   }
 }
@@ -63,10 +83,10 @@ bool DataParallel::anyOverflow(bool local) {
   std::vector<at::Tensor> flag{at::full({1}, local ? 1.0 : 0.0, at::kFloat)};
   c10d::AllreduceOptions o;
   o.reduceOp = c10d::ReduceOp::MAX;
-  impl_->pg->allreduce(flag, o)->wait();
+  waitFor(impl_->pg->allreduce(flag, o), rank_, "overflow all-reduce");
   return flag[0].item<float>() > 0;
 }
 
-void DataParallel::barrier() { impl_->pg->barrier()->wait(); }
+void DataParallel::barrier() { waitFor(impl_->pg->barrier(), rank_, "barrier"); }
 
 }  // namespace npuscope::distributed

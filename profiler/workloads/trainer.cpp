@@ -488,6 +488,11 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
     amp::setLogSink(nullptr);
     amp::reset();
   } catch (const c10::Error& e) {
+    // Stopped by a signal, a rank of a job may see its peers' collectives fail first (they
+    // stopped too): the signal is the reason.
+    if (const int sig = stopRequested()) {
+      return abandon(failedPrecondition(stopReason(sig, std::to_string(r.steps) + " steps")));
+    }
     return abandon(invalidArgument(errorLine(e)));
   }
   if (session) {

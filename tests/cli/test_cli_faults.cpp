@@ -427,6 +427,41 @@ TEST_P(CliInterrupt, NprocLauncherPassesItOnToEveryRank) {
 
 INSTANTIATE_TEST_SUITE_P(Signals, CliInterrupt, ::testing::Values(SIGINT, SIGTERM));
 
+// One rank of `train --nproc 2` SIGKILLed: the other's next collective fails (its peer's
+// connection is gone) and its run ends failed with a line that says so — or with the launcher's
+// SIGTERM, whichever comes first — never by the transport's exception leaving the program
+// (std::terminate, a run left `running`). The launcher exits with the killed rank's code.
+TEST(CliNproc, AKilledRankEndsTheOtherRanksRunFailed) {
+  const std::string db = scratchPath("killed_rank.db");
+  const std::string r0 = scratchPath("killed_rank.rank0.db");
+  const std::string r1 = scratchPath("killed_rank.rank1.db");
+  for (const std::string& f : {r0, r1}) std::remove(f.c_str());
+  const pid_t pid = startCli({"train", "--model", "mlp", "--dataset", "synthetic", "--epochs", "100", "--batch-size",
+                              "32", "--nproc", "2", "--db", db});
+  ASSERT_GE(pid, 0);
+  ASSERT_GE(waitForSteps(r1, 20, 300), 20) << "the ranks did not get going";
+  // Rank 1: the launcher's child whose command line says --rank 1.
+  std::ifstream children("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  pid_t rank1 = -1;
+  for (pid_t c = 0; children >> c;) {
+    std::ifstream cmd("/proc/" + std::to_string(c) + "/cmdline");
+    const std::string line((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    if (line.find(std::string("--rank") + '\0' + "1" + '\0') != std::string::npos) rank1 = c;
+  }
+  ASSERT_GT(rank1, 0);
+  ::kill(rank1, SIGKILL);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGKILL) << "status " << st;
+  EXPECT_EQ(sqlText(r0, "SELECT status FROM runs"), "failed");
+  const std::string why = sqlText(r0, "SELECT json_extract(results_json, '$.error') FROM runs");
+  EXPECT_TRUE(why.find("rank 0: the gradient all-reduce with the other ranks failed (a peer rank ended or lost its "
+                       "connection)") != std::string::npos ||
+              why.find("terminated (SIGTERM)") != std::string::npos)
+      << why;
+  for (const std::string& f : {r0, r1}) EXPECT_EQ(sqlText(f, "PRAGMA integrity_check"), "ok") << f;
+}
+
 }  // namespace
 
 // `npuscope infer` stopped with SIGINT or SIGTERM between batches: its recorded run ends failed

@@ -26,7 +26,10 @@ class DataParallel {
   ~DataParallel();
   int rank() const { return rank_; }
   int world() const { return world_; }
-  // Sums each tensor over the ranks (one all-reduce per tensor) and divides it by the world size.
+  // The collectives below throw c10::Error when one fails (a peer rank ended, a connection broke,
+  // the timeout passed), naming this rank and the collective.
+  // Sums each tensor over the ranks (one coalesced all-reduce per dtype) and divides it by the
+  // world size.
   void averageGradients(const std::vector<at::Tensor>& grads);
   // Whether any rank overflowed (an all-reduce of the flag): every rank skips the same steps.
   bool anyOverflow(bool local);
