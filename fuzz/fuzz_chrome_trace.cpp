@@ -1,23 +1,17 @@
 // A chrome trace's bytes (start: the Kineto sample, torch_npu trace_view excerpts, the variants
 // of tests/import) imported as `npuscope import FILE` does: plain or gzip, object or bare array.
 // Every input is imported or refused with a Status; none crashes, leaks or hangs.
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 
 #include "npuscope/import/import.h"
-
-namespace {
-std::string scratch(const char* what) {
-  return "/tmp/npuscope_fuzz_chrome_" + std::to_string(::getpid()) + what;
-}
-}  // namespace
+#include "scratch.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string in = scratch(".json"), db = scratch(".db");
+  static const std::string in = npuscope_fuzz::scratchPath("chrome") + ".json",
+                           db = npuscope_fuzz::scratchPath("chrome") + ".db";
   for (const std::string& p : {db, db + "-wal", db + "-shm"}) std::remove(p.c_str());
   FILE* f = std::fopen(in.c_str(), "wb");
   if (f == nullptr) return 0;

@@ -11,9 +11,10 @@
 #include <string>
 
 #include "npuscope/import/import.h"
+#include "scratch.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string root = "/tmp/npuscope_fuzz_npu_" + std::to_string(::getpid()) + "_ascend_pt";
+  static const std::string root = npuscope_fuzz::scratchPath("npu") + "_ascend_pt";
   static const std::string out = root + "/ASCEND_PROFILER_OUTPUT", db = root + ".db";
   static const bool made = ::mkdir(root.c_str(), 0755) == 0 || true;
   (void)made;

@@ -3,20 +3,18 @@
 // tables and columns found by name, events into the import library's TraceModel, then
 // classified. The trace file is not written (fuzz_chrome_trace and fuzz_npu_folder cover the
 // writing). Every input is read or refused with one message; none crashes, leaks or hangs.
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 
 #include "torch_npu_db.h"
+#include "scratch.h"
 #include "trace_model.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace npuscope::import;
-  static const std::string dir = "/tmp/npuscope_fuzz_npu_db_" + std::to_string(::getpid());
-  static const std::string db = dir + "_ascend_pytorch_profiler_0.db";
+  static const std::string db = npuscope_fuzz::scratchPath("npu_db") + "_ascend_pytorch_profiler_0.db";
   for (const char* suffix : {"-wal", "-shm", "-journal"}) std::remove((db + suffix).c_str());
   FILE* f = std::fopen(db.c_str(), "wb");
   if (f == nullptr) return 0;

@@ -1,8 +1,6 @@
 // A trace file's bytes (start: real recorded files, mutated) opened and read as npuscope report
 // and the GUI read it (the predicted timeline and the cluster report too): every call returns data or an error; none
 // crashes or hangs.
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -11,18 +9,11 @@
 #include "npuscope/core/cluster.h"
 #include "npuscope/core/predicted_timeline.h"
 #include "npuscope/core/trace_reader.h"
+#include "scratch.h"
 
-namespace {
-std::string scratch() {
-  // tmpfs where there is one: an input a file, its writes need not reach a disk.
-  static const std::string path = std::string(::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") +
-                                  "/npuscope_fuzz_trace_" + std::to_string(::getpid()) + ".db";
-  return path;
-}
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string path = scratch();
+  static const std::string path = npuscope_fuzz::scratchPath("trace") + ".db";
   for (const char* suffix : {"-wal", "-shm"}) std::remove((path + suffix).c_str());
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return 0;
