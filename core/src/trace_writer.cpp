@@ -149,13 +149,14 @@ StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::open(const std::string& path
   RETURN_IF_ERROR(execSql(db.get(), "PRAGMA cache_size=-" + std::to_string(options.page_cache_kib)));
   std::unique_ptr<TraceWriter> w(new TraceWriter(std::move(db), options));
   w->faults_ = faults;
+  const char* name = sqlite3_db_filename(w->db_.get(), "main");
+  w->file_ = name != nullptr ? name : "";  // "" for an in-memory database
   RETURN_IF_ERROR(w->prepareStatements());
   w->holdReserve();
   // A second connection for checkpoints; without one (it cannot open, or the file is not in WAL
   // mode), SQLite's own checkpoints in the writer's commits remain.
-  const char* file = sqlite3_db_filename(w->db_.get(), "main");
   sqlite3* cdb = nullptr;
-  const bool opened = file && *file && sqlite3_open_v2(file, &cdb, SQLITE_OPEN_READWRITE, vfs) == SQLITE_OK;
+  const bool opened = !w->file_.empty() && sqlite3_open_v2(w->file_.c_str(), &cdb, SQLITE_OPEN_READWRITE, vfs) == SQLITE_OK;
   ScopedDb checkpoint_db(cdb);
   // Reading the journal mode also makes the new connection find the WAL it is to checkpoint.
   bool wal = false;
@@ -210,7 +211,11 @@ void TraceWriter::checkpointLoop() {
 
 TraceWriter::TraceWriter(ScopedDb db, Options options) : db_(std::move(db)), options_(options) {}
 
-TraceWriter::~TraceWriter() {
+TraceWriter::~TraceWriter() { (void)close(); }
+
+Status TraceWriter::close() {
+  if (closed_) return Status::ok();
+  closed_ = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -225,10 +230,42 @@ TraceWriter::~TraceWriter() {
     checkpoint_cv_.notify_one();
     checkpoint_thread_.join();
   }
-  // The checkpointer's connection closes first: the writer's (a member destroyed later), closing
-  // last, checkpoints the whole WAL and removes it.
+  // The checkpointer's connection closes first: the writer's, closing last, checkpoints the
+  // whole WAL and removes it. That checkpoint is tried here first, to tell a person when it
+  // cannot be done: a checkpoint that fails on close is silent in SQLite and leaves the WAL.
   checkpoint_db_.reset();
+  Status result = Status::ok();
+  const std::string file = path();
+  if (db_ && !file.empty()) {
+    int wal_frames = 0, copied = 0;
+    const int rc = sqlite3_wal_checkpoint_v2(db_.get(), "main", SQLITE_CHECKPOINT_PASSIVE, &wal_frames, &copied);
+    if ((rc & 0xff) == SQLITE_FULL) {
+      std::error_code ec;
+      const uintmax_t wal_bytes = std::filesystem::file_size(file + "-wal", ec);
+      result = Status(StatusCode::kIoError,
+                      fullDiskLine() + ": the last checkpoint found no room, so " +
+                          (ec ? std::string("the committed pages") : formatBytes(wal_bytes) + " of committed pages") +
+                          " stay in " + file + "-wal, nothing is lost: keep the two files together until a writer "
+                          "with room copies them in (the next npuscope run on the file, or sqlite3 " + file +
+                          " 'PRAGMA wal_checkpoint')");
+    }
+  }
+  db_.reset();
   releaseReserve();
+  return result;
+}
+
+std::string TraceWriter::fullDiskLine() const {
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::absolute(path()).parent_path();
+  const auto space = std::filesystem::space(dir, ec);
+  std::string line = path() + ": the filesystem of " + dir.string() + " is full";
+  if (faults_ != nullptr && (faults_->governs(DiskFaults::kTraceDb) || faults_->governs(DiskFaults::kTraceWal))) {
+    line += " (injected: " + faults_->describe() + ")";  // the real disk may have room
+  } else if (!ec) {
+    line += " (" + formatBytes(space.available) + " free)";
+  }
+  return line;
 }
 
 // Enough for the WAL frames of the one-row update that marks a run failed: the WAL header and
@@ -340,6 +377,7 @@ void TraceWriter::enqueue(Item item, bool wake) {
 
 Status TraceWriter::enqueueAndWait(Item item) {
   std::unique_lock<std::mutex> lock(mu_);
+  if (stop_) return failedPrecondition(file_ + ": the trace writer is closed");
   queue_.push_back(std::move(item));
   const uint64_t seq = ++enqueued_seq_;
   wake_ = true;
@@ -455,10 +493,7 @@ Status TraceWriter::endRun(const std::string& status, const std::string& results
   return enqueueAndWait(EndCmd{status, results_json, ended_ns});
 }
 
-std::string TraceWriter::path() const {
-  const char* file = sqlite3_db_filename(db_.get(), "main");
-  return file != nullptr ? file : "";
-}
+std::string TraceWriter::path() const { return file_; }
 
 Status TraceWriter::error() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -823,15 +858,7 @@ Status TraceWriter::abandonAfterError(const Status& error) {
     markRunFailed();
     return error;
   }
-  std::error_code ec;
-  const std::filesystem::path dir = std::filesystem::absolute(path()).parent_path();
-  const auto space = std::filesystem::space(dir, ec);
-  std::string message = path() + ": the filesystem of " + dir.string() + " is full";
-  if (faults_ != nullptr && (faults_->governs(DiskFaults::kTraceDb) || faults_->governs(DiskFaults::kTraceWal))) {
-    message += " (injected: " + faults_->describe() + ")";  // the real disk may have room
-  } else if (!ec) {
-    message += " (" + formatBytes(space.available) + " free)";
-  }
+  std::string message = fullDiskLine();
   // The run's row itself may have been in the transaction rolled back (a disk full from the
   // start): then the file holds nothing of the run and there is nothing to mark.
   bool run_in_file = false;

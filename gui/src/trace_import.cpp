@@ -148,6 +148,7 @@ std::shared_ptr<TraceImport::Outcome> TraceImport::run(const QString& source, co
                  .arg(s.memory_samples);
     for (const std::string& n : s.notes) lines << QString::fromStdString(n);
   }
+  if (!r.value().warning.empty()) lines << tr("warning: %1").arg(QString::fromStdString(r.value().warning));
   out->summary = lines.join('\n');
   // Into place: the old conversion and its stamp go first, the stamp of this one comes last.
   QFile::remove(stampFile(target));

@@ -592,6 +592,8 @@ StatusOr<Summary> importPath(const std::string& path, const std::string& db, con
     summary.runs.push_back(std::move(run));
   }
   RETURN_IF_ERROR(writer->flush());
+  const Status closed = writer->close();
+  if (!closed.isOk()) summary.warning = closed.message();
   return summary;
 }
 

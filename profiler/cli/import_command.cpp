@@ -78,6 +78,7 @@ int runImport(const ImportOptions& o) {
                 static_cast<long long>(r.memory_samples));
     for (const std::string& n : r.notes) std::printf("import: %s\n", n.c_str());
   }
+  if (!summary->warning.empty()) std::fprintf(stderr, "npuscope: warning: %s\n", summary->warning.c_str());
   std::printf("see: npuscope report %s\n", db.c_str());
   return 0;
 }

@@ -179,7 +179,11 @@ Status RecordingSession::stop(const std::string& status, const std::string& resu
   npu::set_overflow_site_observer(nullptr);
   recorder::stop();
   Status st = s.writer->endRun(status, results_json);
-  s.writer.reset();  // joins the writer thread after its final commit
+  // Joins the writer thread after its final commit. A checkpoint that found no room leaves the
+  // run in the file's WAL: nothing is lost, but the two files must stay together.
+  const Status closed = s.writer->close();
+  if (!closed.isOk()) std::fprintf(stderr, "npuscope: warning: %s\n", closed.message().c_str());
+  s.writer.reset();
   RecordingSession* self = this;
   g_active.compare_exchange_strong(self, nullptr);
   return st;

@@ -196,6 +196,14 @@ TEST(CliInjectedDiskFull, AWalThatCannotBeCheckpointedLosesNothing) {
   const CliRun r = run("train --model mlp --epochs 2 --steps 1500 --db " + db, true, "NPUSCOPE_FAULT_DISK_BYTES=1M:db");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(r.out.find("npuscope: error"), std::string::npos) << r.out;
+  // One line tells the user the WAL holds the run and must stay with the file.
+  const std::string file = std::filesystem::path(db).lexically_normal().string();  // as SQLite names it
+  const std::string warning = "npuscope: warning: " + file + ": the filesystem of ";
+  ASSERT_NE(r.out.find(warning), std::string::npos) << r.out;
+  const std::string line = r.out.substr(r.out.find(warning), r.out.find('\n', r.out.find(warning)) - r.out.find(warning));
+  EXPECT_NE(line.find("is full (injected: NPUSCOPE_FAULT_DISK_BYTES=1M:db)"), std::string::npos) << line;
+  EXPECT_NE(line.find(" of committed pages stay in " + file + "-wal, nothing is lost: keep the two files together"),
+            std::string::npos) << line;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(recorded +run 1 in \S+ \((\d+) ops\))"))) << r.out;
   const int64_t ops = std::stoll(m[1]);
@@ -210,6 +218,7 @@ TEST(CliInjectedDiskFull, AWalThatCannotBeCheckpointedLosesNothing) {
   // The next writer, with room, checkpoints everything into the file and removes the WAL.
   const CliRun again = run("train --dataset synthetic --model mlp --steps 2 --db " + db);
   ASSERT_EQ(again.exit_code, 0) << again.out;
+  EXPECT_EQ(again.out.find("warning"), std::string::npos) << "with room the checkpoint succeeds: " << again.out;
   EXPECT_EQ(sizeOr0(db + "-wal"), 0u);
   EXPECT_GT(sizeOr0(db), uint64_t{8} << 20);
   EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM steps WHERE run_id = 1"), 1500);
@@ -324,6 +333,29 @@ TEST(CliInjectedDiskFull, ImportOntoAFullDiskLeavesNoCompleteLookingRun) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(sqlText(db, "SELECT status FROM runs WHERE id = 3"), "completed");
   EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM op_events WHERE run_id = 3"), ops);
+  EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
+}
+
+// An import whose WAL fits but whose database file cannot grow (300K:db): the import completes,
+// exit 0, with one warning that the run's pages stay in the WAL; the file reads whole.
+TEST(CliInjectedDiskFull, AnImportWhoseCheckpointFindsNoRoomWarnsAndKeepsItsRun) {
+  const std::string trace = std::string(NPUSCOPE_TRACES) + "/kineto_before_fix_trace.json";
+  const std::string db = std::filesystem::path(scratchPath("injected_import_wal.db")).lexically_normal().string();
+  const std::string roomy = std::filesystem::path(scratchPath("import_wal_roomy.db")).lexically_normal().string();
+  const CliRun with_room = run("import -q '" + trace + "' --db " + roomy);
+  ASSERT_EQ(with_room.exit_code, 0) << with_room.out;
+  EXPECT_EQ(with_room.out.find("warning"), std::string::npos) << with_room.out;
+
+  const CliRun r = run("import -q '" + trace + "' --db " + db, true, "NPUSCOPE_FAULT_DISK_BYTES=300K:db");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(countLines(r.out, "npuscope: warning: " + db + ": the filesystem of "), 1) << r.out;
+  EXPECT_NE(r.out.find(" is full (injected: NPUSCOPE_FAULT_DISK_BYTES=300K:db): the last checkpoint found no room, so "),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" of committed pages stay in " + db + "-wal, nothing is lost"), std::string::npos) << r.out;
+  EXPECT_GT(sizeOr0(db + "-wal"), 0u);
+  EXPECT_EQ(sqlText(db, "SELECT status FROM runs"), "completed");
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM op_events"), sqlInt(roomy, "SELECT count(*) FROM op_events"));
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM device_tasks"), sqlInt(roomy, "SELECT count(*) FROM device_tasks"));
   EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
 }
 

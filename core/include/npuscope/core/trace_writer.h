@@ -48,7 +48,7 @@ class TraceWriter {
   // disk, for tests; npuscope/core/disk_faults.h); a malformed value is refused here.
   static StatusOr<std::unique_ptr<TraceWriter>> open(const std::string& path, Options options);
   static StatusOr<std::unique_ptr<TraceWriter>> open(const std::string& path) { return open(path, Options()); }
-  ~TraceWriter();  // writes everything queued, commits, stops the thread
+  ~TraceWriter();  // close(), its result dropped
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
@@ -86,6 +86,13 @@ class TraceWriter {
 
   // Waits until everything queued so far is committed.
   Status flush();
+
+  // Writes everything queued, commits, stops the threads and copies the WAL into the file (a
+  // checkpoint), as the destructor does. Not ok when that checkpoint could not grow the file (a
+  // full disk): every commit is kept in `<file>-wal`, which must stay beside the file until a
+  // writer with room copies it in; the message says so in a person's words (a warning, not a
+  // loss). Later calls return ok and do nothing; the writer takes nothing after it.
+  Status close();
 
   // The database file's path.
   std::string path() const;
@@ -146,6 +153,10 @@ class TraceWriter {
   void markRunFailed();
   std::string failure_;
   bool failure_marked_ = false;
+  bool closed_ = false;
+  std::string file_;  // the database file's path
+  // "<file>: the filesystem of <dir> is full (<free or the injected disk>)".
+  std::string fullDiskLine() const;
   // A few blocks held beside the file (`<file>-reserve-<pid>-<n>`) from open to close: when the disk is
   // full they are given back, so the update that marks the run failed fits in the WAL.
   void holdReserve();

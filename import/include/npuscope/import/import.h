@@ -35,6 +35,9 @@ struct RunSummary {
 
 struct Summary {
   std::vector<RunSummary> runs;
+  // Set when the file's last checkpoint failed for lack of room: every run is in the file's
+  // WAL, which must stay beside it (TraceWriter::close). Empty otherwise.
+  std::string warning;
 };
 
 // What PATH is, for messages and the GUI: kineto | torch_npu | cluster; an error when it is none.
