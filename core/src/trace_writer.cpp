@@ -250,6 +250,13 @@ Status TraceWriter::close() {
                           " 'PRAGMA wal_checkpoint')");
     }
   }
+  // The statements first, so that the connection really closes here (sqlite3_close_v2 would
+  // otherwise wait for them as a zombie).
+  for (ScopedStmt* st : {&insert_op_, &insert_ops_, &insert_block_, &insert_step_, &insert_overflow_,
+                         &insert_collective_, &insert_memory_, &insert_memories_, &insert_dump_, &insert_task_,
+                         &insert_tasks_, &insert_string_, &insert_run_, &end_run_, &begin_, &commit_}) {
+    *st = ScopedStmt();
+  }
   db_.reset();
   releaseReserve();
   return result;
