@@ -233,32 +233,39 @@ Status TraceWriter::close() {
   // The checkpointer's connection closes first: the writer's, closing last, checkpoints the
   // whole WAL and removes it. That checkpoint is tried here first, to tell a person when it
   // cannot be done: a checkpoint that fails on close is silent in SQLite and leaves the WAL.
+  // The reserve goes back before it: the room is the checkpoint's now.
   checkpoint_db_.reset();
+  releaseReserve();
   Status result = Status::ok();
   const std::string file = path();
   if (db_ && !file.empty()) {
-    int wal_frames = 0, copied = 0;
-    const int rc = sqlite3_wal_checkpoint_v2(db_.get(), "main", SQLITE_CHECKPOINT_PASSIVE, &wal_frames, &copied);
-    if ((rc & 0xff) == SQLITE_FULL) {
+    const int rc = sqlite3_wal_checkpoint_v2(db_.get(), "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    // BUSY/LOCKED: another connection (a reader, another rank's writer) holds the WAL; its last
+    // writer checkpoints it. Anything else that fails leaves the pages in the WAL.
+    const int primary = rc & 0xff;
+    if (primary != SQLITE_OK && primary != SQLITE_BUSY && primary != SQLITE_LOCKED) {
       std::error_code ec;
       const uintmax_t wal_bytes = std::filesystem::file_size(file + "-wal", ec);
-      result = Status(StatusCode::kIoError,
-                      fullDiskLine() + ": the last checkpoint found no room, so " +
-                          (ec ? std::string("the committed pages") : formatBytes(wal_bytes) + " of committed pages") +
-                          " stay in " + file + "-wal, nothing is lost: keep the two files together until a writer "
-                          "with room copies them in (the next npuscope run on the file, or sqlite3 " + file +
-                          " 'PRAGMA wal_checkpoint')");
+      const std::string wal = file + "-wal" + (ec ? std::string() : " (" + formatBytes(wal_bytes) + ")");
+      const std::string until = "keep the two files together until a writer with room copies it into the file (the "
+                                "next npuscope run on the file, or sqlite3 " + file + " 'PRAGMA wal_checkpoint')";
+      if (!failure_.empty() || !error().isOk()) {
+        // Continues the write error the caller reports (TraceWriter::error, endRun).
+        result = Status(StatusCode::kIoError, "what was committed stays in " + wal + ": " + until);
+      } else {
+        const std::string why = primary == SQLITE_FULL
+                                    ? fullDiskLine() + ": the last checkpoint found no room"
+                                    : file + ": the last checkpoint failed (" + sqlite3_errstr(rc) + ")";
+        result = Status(StatusCode::kIoError, why + ", so " + wal +
+                                                  " holds committed pages the file does not have yet; nothing is "
+                                                  "lost: " + until);
+      }
     }
   }
   // The statements first, so that the connection really closes here (sqlite3_close_v2 would
   // otherwise wait for them as a zombie).
-  for (ScopedStmt* st : {&insert_op_, &insert_ops_, &insert_block_, &insert_step_, &insert_overflow_,
-                         &insert_collective_, &insert_memory_, &insert_memories_, &insert_dump_, &insert_task_,
-                         &insert_tasks_, &insert_string_, &insert_run_, &end_run_, &begin_, &commit_}) {
-    *st = ScopedStmt();
-  }
+  statements_ = Statements();
   db_.reset();
-  releaseReserve();
   return result;
 }
 
@@ -336,44 +343,45 @@ Status TraceWriter::prepareStatements() {
       "INSERT INTO op_events(id, run_id, step, name_id, start_ns, dur_ns, thread_id, depth, parent_id, seq_nr,"
       " is_backward, shapes_id, dtypes_id, device, device_start_ns, device_dur_ns, host_sync)";
   const char* memory = "INSERT INTO memory(run_id, ts_ns, device, allocated, reserved)";
-  ASSIGN_OR_RETURN(insert_op_, prepare(db, insertRows(ops, 17, 1)));
-  ASSIGN_OR_RETURN(insert_ops_, prepare(db, insertRows(ops, 17, kOpsPerInsert)));
-  ASSIGN_OR_RETURN(insert_memory_, prepare(db, insertRows(memory, 5, 1)));
-  ASSIGN_OR_RETURN(insert_memories_, prepare(db, insertRows(memory, 5, kMemoryPerInsert)));
-  ASSIGN_OR_RETURN(insert_block_, prepare(db,
+  ASSIGN_OR_RETURN(statements_.insert_op_, prepare(db, insertRows(ops, 17, 1)));
+  ASSIGN_OR_RETURN(statements_.insert_ops_, prepare(db, insertRows(ops, 17, kOpsPerInsert)));
+  ASSIGN_OR_RETURN(statements_.insert_memory_, prepare(db, insertRows(memory, 5, 1)));
+  ASSIGN_OR_RETURN(statements_.insert_memories_, prepare(db, insertRows(memory, 5, kMemoryPerInsert)));
+  ASSIGN_OR_RETURN(statements_.insert_block_, prepare(db,
       "INSERT INTO op_blocks(run_id, thread_id, first_id, last_id, ops, backward_ops, min_start_ns, max_start_ns,"
       " max_end_ns, min_step, max_step) VALUES (?,?,?,?,?,?,?,?,?,?,?)"));
-  ASSIGN_OR_RETURN(insert_step_, prepare(db,
+  ASSIGN_OR_RETURN(statements_.insert_step_, prepare(db,
       "INSERT OR REPLACE INTO steps(run_id, step, start_ns, dur_ns, loss, loss_scale, overflow, skipped, lr, grad_norm)"
       " VALUES (?,?,?,?,?,?,?,?,?,?)"));
-  ASSIGN_OR_RETURN(insert_overflow_, prepare(db,
+  ASSIGN_OR_RETURN(statements_.insert_overflow_, prepare(db,
       "INSERT INTO overflow_events(run_id, step, ts_ns, source, op_name, detail, op_id) VALUES (?,?,?,?,?,?,?)"));
-  ASSIGN_OR_RETURN(insert_collective_, prepare(db,
+  ASSIGN_OR_RETURN(statements_.insert_collective_, prepare(db,
       "INSERT INTO collectives(run_id, step, op_id, grp, seq, kind, bytes, dtype, group_size, start_ns, end_ns)"
       " VALUES (?,?,?,?,?,?,?,?,?,?,?)"));
-  ASSIGN_OR_RETURN(insert_dump_, prepare(db,
+  ASSIGN_OR_RETURN(statements_.insert_dump_, prepare(db,
       "INSERT INTO tensor_dumps(run_id, step, op_id, op_name, op_type, io, idx, dtype, shape, format, min, max, mean,"
       " l2norm, nan_count, inf_count, data, data_ref) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
   const char* tasks =
       "INSERT INTO device_tasks(run_id, step, op_id, device, stream, name_id, type_id, start_ns, dur_ns, correlation,"
       " shapes_id, bytes, comm_group)";
-  ASSIGN_OR_RETURN(insert_task_, prepare(db, insertRows(tasks, 13, 1)));
-  ASSIGN_OR_RETURN(insert_tasks_, prepare(db, insertRows(tasks, 13, kTasksPerInsert)));
-  ASSIGN_OR_RETURN(insert_string_, prepare(db,
+  ASSIGN_OR_RETURN(statements_.insert_task_, prepare(db, insertRows(tasks, 13, 1)));
+  ASSIGN_OR_RETURN(statements_.insert_tasks_, prepare(db, insertRows(tasks, 13, kTasksPerInsert)));
+  ASSIGN_OR_RETURN(statements_.insert_string_, prepare(db,
       "INSERT INTO strings(value) VALUES (?) ON CONFLICT(value) DO UPDATE SET value=excluded.value RETURNING id"));
-  ASSIGN_OR_RETURN(insert_run_, prepare(db,
+  ASSIGN_OR_RETURN(statements_.insert_run_, prepare(db,
       "INSERT INTO runs(started_ns, wall_start_ns, status, command, model, opt_level, optimizer, device, config_json,"
       " pid, host, source, source_path, rank, world_size, job) VALUES (?,?,'running',?,?,?,?,?,?,?,?,?,?,?,?,?)"));
-  ASSIGN_OR_RETURN(end_run_, prepare(db,
+  ASSIGN_OR_RETURN(statements_.end_run_, prepare(db,
       "UPDATE runs SET ended_ns=?, status=?, results_json=coalesce(?, results_json), dropped_records=? WHERE id=?"));
-  ASSIGN_OR_RETURN(begin_, prepare(db, "BEGIN"));
-  ASSIGN_OR_RETURN(commit_, prepare(db, "COMMIT"));
+  ASSIGN_OR_RETURN(statements_.begin_, prepare(db, "BEGIN"));
+  ASSIGN_OR_RETURN(statements_.commit_, prepare(db, "COMMIT"));
   return Status::ok();
 }
 
 void TraceWriter::enqueue(Item item, bool wake) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;  // closed: nothing is written any more
     queue_.push_back(std::move(item));
     ++enqueued_seq_;
     if (!wake) return;  // written at the writer's next wake, at the latest its commit interval
@@ -398,6 +406,11 @@ bool TraceWriter::submit(std::unique_ptr<OpBuffer>& buffer) {
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) {  // closed: counted as lost, like a full queue's
+      dropped_.fetch_add(buffer->size);
+      buffer->size = 0;
+      return false;
+    }
     // A partial buffer (a step boundary's flush) joins the newest queued buffer when it fits,
     // even past step or memory records queued after that one: it is then written in the same
     // or an earlier transaction, never later. So many short steps take the queue room of their
@@ -511,7 +524,7 @@ Status TraceWriter::writeNewStrings() {
   // Process-wide string ids differ from the ids already in this file: map them.
   auto fresh = StringTable::global().since(strings_written_ + 1);
   for (const std::string& s : fresh) {
-    sqlite3_stmt* st = insert_string_.get();
+    sqlite3_stmt* st = statements_.insert_string_.get();
     sqlite3_bind_text(st, 1, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
     const int rc = sqlite3_step(st);
     const int64_t id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
@@ -554,7 +567,7 @@ Status TraceWriter::writeOps(const OpBuffer& b) {
   };
   for (size_t at = 0; at < op_order_.size();) {
     const size_t rows = op_order_.size() - at >= kOpsPerInsert ? kOpsPerInsert : 1;
-    sqlite3_stmt* st = rows > 1 ? insert_ops_.get() : insert_op_.get();
+    sqlite3_stmt* st = rows > 1 ? statements_.insert_ops_.get() : statements_.insert_op_.get();
     for (size_t k = 0; k < rows; ++k) bindOp(st, static_cast<int>(k * 17), b.records[op_order_[at + k]]);
     at += rows;
     if (sqlite3_step(st) != SQLITE_DONE) {
@@ -582,7 +595,7 @@ Status TraceWriter::writeOpBlocks(const OpBuffer& b) {
     int32_t min_step = -1, max_step = -1;
   };
   const int64_t run = run_id_.load();
-  sqlite3_stmt* st = insert_block_.get();
+  sqlite3_stmt* st = statements_.insert_block_.get();
   auto emit = [&](const Block& k) -> Status {
     sqlite3_bind_int64(st, 1, run);
     sqlite3_bind_int64(st, 2, static_cast<int64_t>(k.thread));
@@ -645,7 +658,7 @@ Status TraceWriter::write(Item& item) {
     return writeOps(**buf);
   }
   if (auto* s = std::get_if<StepRecord>(&item)) {
-    sqlite3_stmt* st = insert_step_.get();
+    sqlite3_stmt* st = statements_.insert_step_.get();
     sqlite3_bind_int64(st, 1, run);
     sqlite3_bind_int64(st, 2, s->step);
     sqlite3_bind_int64(st, 3, s->start_ns);
@@ -660,7 +673,7 @@ Status TraceWriter::write(Item& item) {
     return stepStatement(db, st);
   }
   if (auto* o = std::get_if<OverflowRecord>(&item)) {
-    sqlite3_stmt* st = insert_overflow_.get();
+    sqlite3_stmt* st = statements_.insert_overflow_.get();
     sqlite3_bind_int64(st, 1, run);
     bindOptionalInt(st, 2, o->step, -1);
     sqlite3_bind_int64(st, 3, o->ts_ns);
@@ -672,7 +685,7 @@ Status TraceWriter::write(Item& item) {
   }
   if (auto* c = std::get_if<CollectiveRecord>(&item)) {
     if (run < 0) return failedPrecondition("collectives before beginRun");
-    sqlite3_stmt* st = insert_collective_.get();
+    sqlite3_stmt* st = statements_.insert_collective_.get();
     sqlite3_bind_int64(st, 1, run);
     bindOptionalInt(st, 2, c->step, -1);
     bindOptionalInt(st, 3, c->op_id < 0 ? -1 : c->op_id + id_offset_, -1);
@@ -691,7 +704,7 @@ Status TraceWriter::write(Item& item) {
     // kMemoryPerInsert rows per statement (a training step allocates a hundred times or more).
     size_t at = 0;
     for (; at + kMemoryPerInsert <= batch->size(); at += kMemoryPerInsert) {
-      sqlite3_stmt* st = insert_memories_.get();
+      sqlite3_stmt* st = statements_.insert_memories_.get();
       for (size_t i = 0; i < kMemoryPerInsert; ++i) bindMemory(st, static_cast<int>(5 * i), (*batch)[at + i]);
       RETURN_IF_ERROR(stepStatement(db, st));
     }
@@ -708,13 +721,13 @@ Status TraceWriter::write(Item& item) {
     RETURN_IF_ERROR(writeNewStrings());
     size_t at = 0;
     for (; at + kTasksPerInsert <= tasks->size(); at += kTasksPerInsert) {
-      sqlite3_stmt* st = insert_tasks_.get();
+      sqlite3_stmt* st = statements_.insert_tasks_.get();
       for (size_t i = 0; i < kTasksPerInsert; ++i) RETURN_IF_ERROR(bindDeviceTask(st, static_cast<int>(13 * i), (*tasks)[at + i]));
       RETURN_IF_ERROR(stepStatement(db, st));
     }
     for (; at < tasks->size(); ++at) {
-      RETURN_IF_ERROR(bindDeviceTask(insert_task_.get(), 0, (*tasks)[at]));
-      RETURN_IF_ERROR(stepStatement(db, insert_task_.get()));
+      RETURN_IF_ERROR(bindDeviceTask(statements_.insert_task_.get(), 0, (*tasks)[at]));
+      RETURN_IF_ERROR(stepStatement(db, statements_.insert_task_.get()));
     }
     std::lock_guard<std::mutex> lock(mu_);
     pending_tasks_ -= tasks->size();
@@ -722,7 +735,7 @@ Status TraceWriter::write(Item& item) {
     return Status::ok();
   }
   if (auto* b = std::get_if<BeginCmd>(&item)) {
-    sqlite3_stmt* st = insert_run_.get();
+    sqlite3_stmt* st = statements_.insert_run_.get();
     sqlite3_bind_int64(st, 1, b->info.started_ns);
     sqlite3_bind_int64(st, 2, b->info.wall_start_ns);
     bindText(st, 3, b->info.command);
@@ -751,7 +764,7 @@ Status TraceWriter::write(Item& item) {
   }
   if (auto* e = std::get_if<EndCmd>(&item)) {
     if (!failure_.empty()) return Status::ok();  // the run stays failed with its reason
-    sqlite3_stmt* st = end_run_.get();
+    sqlite3_stmt* st = statements_.end_run_.get();
     sqlite3_bind_int64(st, 1, e->ended_ns < 0 ? nowNs() : e->ended_ns);
     sqlite3_bind_text(st, 2, e->status.data(), static_cast<int>(e->status.size()), SQLITE_TRANSIENT);
     bindText(st, 3, e->results);
@@ -771,7 +784,7 @@ void TraceWriter::bindMemory(sqlite3_stmt* st, int first, const MemoryRecord& m)
 }
 
 Status TraceWriter::writeMemory(const MemoryRecord& m) {
-  sqlite3_stmt* st = insert_memory_.get();
+  sqlite3_stmt* st = statements_.insert_memory_.get();
   bindMemory(st, 0, m);
   return stepStatement(db_.get(), st);
 }
@@ -824,7 +837,7 @@ Status TraceWriter::writeTensorDump(const TensorDumpRecord& d) {
     }
     data_ref = it->second;
   }
-  sqlite3_stmt* st = insert_dump_.get();
+  sqlite3_stmt* st = statements_.insert_dump_.get();
   sqlite3_bind_int64(st, 1, run_id_.load());
   bindOptionalInt(st, 2, d.step, -1);
   bindOptionalInt(st, 3, d.op_id < 0 ? -1 : d.op_id + id_offset_, -1);
@@ -921,7 +934,7 @@ Status TraceWriter::commit() {
     RETURN_IF_ERROR(execSql(db_.get(), "UPDATE runs SET dropped_records=" + std::to_string(dropped_.load()) +
                                            " WHERE id=" + std::to_string(run)));
   }
-  RETURN_IF_ERROR(stepStatement(db_.get(), commit_.get()));
+  RETURN_IF_ERROR(stepStatement(db_.get(), statements_.commit_.get()));
   in_txn_ = false;
   committed_step_ = txn_step_;
   return Status::ok();
@@ -959,7 +972,7 @@ void TraceWriter::run() {
                  std::holds_alternative<FlushCmd>(item);
       if (!s.isOk()) continue;
       if (!in_txn_) {
-        s = stepStatement(db_.get(), begin_.get());
+        s = stepStatement(db_.get(), statements_.begin_.get());
         if (!s.isOk()) continue;
         in_txn_ = true;
       }

@@ -148,7 +148,9 @@ std::shared_ptr<TraceImport::Outcome> TraceImport::run(const QString& source, co
                  .arg(s.memory_samples);
     for (const std::string& n : s.notes) lines << QString::fromStdString(n);
   }
-  if (!r.value().warning.empty()) lines << tr("warning: %1").arg(QString::fromStdString(r.value().warning));
+  if (!r.value().warning.empty()) {  // it names the file as written; it is moved to target below
+    lines << tr("warning: %1").arg(QString::fromStdString(r.value().warning).replace(partial, target));
+  }
   out->summary = lines.join('\n');
   // Into place: the old conversion and its stamp go first, the stamp of this one comes last.
   QFile::remove(stampFile(target));

@@ -587,7 +587,8 @@ StatusOr<Summary> importPath(const std::string& path, const std::string& db, con
     const Status s = model.write(*writer, &run);
     if (!s.isOk()) {
       if (run.run_id >= 0) (void)writer->endRun("failed", jsonText(nlohmann::json{{"error", s.message()}}));
-      return s;
+      const Status closed = writer->close();  // what was committed may stay in the WAL: say so
+      return closed.isOk() ? s : Status(s.code(), s.message() + "; " + closed.message());
     }
     summary.runs.push_back(std::move(run));
   }

@@ -181,8 +181,10 @@ Status RecordingSession::stop(const std::string& status, const std::string& resu
   Status st = s.writer->endRun(status, results_json);
   // Joins the writer thread after its final commit. A checkpoint that found no room leaves the
   // run in the file's WAL: nothing is lost, but the two files must stay together.
+  // After a write error the note continues that error's line.
   const Status closed = s.writer->close();
-  if (!closed.isOk()) std::fprintf(stderr, "npuscope: warning: %s\n", closed.message().c_str());
+  if (!closed.isOk() && st.isOk()) std::fprintf(stderr, "npuscope: warning: %s\n", closed.message().c_str());
+  if (!closed.isOk() && !st.isOk()) st = Status(st.code(), st.message() + "; " + closed.message());
   s.writer.reset();
   RecordingSession* self = this;
   g_active.compare_exchange_strong(self, nullptr);

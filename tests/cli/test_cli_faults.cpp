@@ -169,13 +169,18 @@ TEST(CliInjectedDiskFull, ATraceFileThatCannotGrowKeepsItsStepsAndEndsFailed) {
   std::smatch m;
   const std::regex line("npuscope: error: " + db + R"(: the filesystem of \S+ is full \(injected: )"
                         R"(NPUSCOPE_FAULT_DISK_BYTES=6M\); recording stopped after step (\d+): what came later )"
-                        R"(\(ops, steps, dumps\) is not in the file\n)");
+                        R"(\(ops, steps, dumps\) is not in the file; what was committed stays in )" + db +
+                        R"(-wal \([0-9.]+ MiB\): keep the two files together until a writer with room copies it )"
+                        R"(into the file \(the next npuscope run on the file, or sqlite3 )" + db +
+                        R"( 'PRAGMA wal_checkpoint'\)\n)");
   ASSERT_TRUE(std::regex_search(r.out, m, line)) << r.out;
   const int64_t last = std::stoll(m[1]);
   EXPECT_EQ(sqlText(db, "SELECT status FROM runs"), "failed");
   const std::string why = sqlText(db, "SELECT json_extract(results_json, '$.error') FROM runs");
   EXPECT_NE(r.out.find(why), std::string::npos) << "the file says what the line says: " << why;
   EXPECT_NE(sqlInt(db, "SELECT ended_ns FROM runs"), -1);
+  // The checkpointer waits for 16 MiB of WAL: the 6 MiB run never reached the database file.
+  EXPECT_GT(sizeOr0(db + "-wal"), sizeOr0(db));
   // Every step up to the one named is there, each with its ops; none after it.
   EXPECT_GT(last, 10);
   EXPECT_LT(last, 899);
@@ -202,7 +207,9 @@ TEST(CliInjectedDiskFull, AWalThatCannotBeCheckpointedLosesNothing) {
   ASSERT_NE(r.out.find(warning), std::string::npos) << r.out;
   const std::string line = r.out.substr(r.out.find(warning), r.out.find('\n', r.out.find(warning)) - r.out.find(warning));
   EXPECT_NE(line.find("is full (injected: NPUSCOPE_FAULT_DISK_BYTES=1M:db)"), std::string::npos) << line;
-  EXPECT_NE(line.find(" of committed pages stay in " + file + "-wal, nothing is lost: keep the two files together"),
+  EXPECT_NE(line.find(": the last checkpoint found no room, so " + file + "-wal ("), std::string::npos) << line;
+  EXPECT_NE(line.find(" MiB) holds committed pages the file does not have yet; nothing is lost: keep the two files "
+                      "together until a writer with room copies it into the file"),
             std::string::npos) << line;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(recorded +run 1 in \S+ \((\d+) ops\))"))) << r.out;
@@ -298,6 +305,12 @@ TEST(CliInjectedDiskFull, ImportOntoAFullDiskLeavesNoCompleteLookingRun) {
     EXPECT_EQ(countLines(r.out, "\n"), 1) << r.out;
     EXPECT_EQ(r.out.rfind("npuscope: error: " + c.into + ": ", 0), 0u) << r.out;
     EXPECT_EQ(r.out.find("imported "), std::string::npos) << r.out;
+    // What the file committed may stay in its WAL (its last checkpoint found no room): the line
+    // then ends saying so.
+    const size_t wal_note = r.out.find("; what was committed stays in ");
+    if (wal_note != std::string::npos) {
+      EXPECT_EQ(r.out.find("; what was committed stays in " + c.into + "-wal ("), wal_note) << r.out;
+    }
     EXPECT_EQ(sqlText(c.into, "PRAGMA integrity_check"), "ok");
     if (c.run == 0) {
       EXPECT_NE(r.out.find(": migrating to schema version 1 failed: database or disk is full"), std::string::npos)
@@ -307,7 +320,7 @@ TEST(CliInjectedDiskFull, ImportOntoAFullDiskLeavesNoCompleteLookingRun) {
     }
     if (c.run < 0) {
       EXPECT_NE(r.out.find(" is full (injected: NPUSCOPE_FAULT_DISK_BYTES=" + c.bytes +
-                           "); the import stopped before its run was committed: the file holds none of it\n"),
+                           "); the import stopped before its run was committed: the file holds none of it"),
                 std::string::npos)
           << r.out;
       EXPECT_EQ(sqlInt(c.into, "SELECT count(*) FROM runs"), 1) << "only the run that was there";
@@ -316,7 +329,7 @@ TEST(CliInjectedDiskFull, ImportOntoAFullDiskLeavesNoCompleteLookingRun) {
     const std::string run_id = std::to_string(c.run);
     EXPECT_NE(r.out.find(": the filesystem of "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find(" is full (injected: NPUSCOPE_FAULT_DISK_BYTES=" + c.bytes + "); the import stopped: run " +
-                         run_id + " holds part of the trace at most and is marked failed\n"),
+                         run_id + " holds part of the trace at most and is marked failed"),
               std::string::npos)
         << r.out;
     EXPECT_EQ(sqlInt(c.into, "SELECT count(*) FROM runs WHERE status = 'completed' AND id >= " + run_id), 0);
@@ -351,7 +364,8 @@ TEST(CliInjectedDiskFull, AnImportWhoseCheckpointFindsNoRoomWarnsAndKeepsItsRun)
   EXPECT_EQ(countLines(r.out, "npuscope: warning: " + db + ": the filesystem of "), 1) << r.out;
   EXPECT_NE(r.out.find(" is full (injected: NPUSCOPE_FAULT_DISK_BYTES=300K:db): the last checkpoint found no room, so "),
             std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(" of committed pages stay in " + db + "-wal, nothing is lost"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" so " + db + "-wal ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(") holds committed pages the file does not have yet; nothing is lost"), std::string::npos) << r.out;
   EXPECT_GT(sizeOr0(db + "-wal"), 0u);
   EXPECT_EQ(sqlText(db, "SELECT status FROM runs"), "completed");
   EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM op_events"), sqlInt(roomy, "SELECT count(*) FROM op_events"));

@@ -88,10 +88,13 @@ class TraceWriter {
   Status flush();
 
   // Writes everything queued, commits, stops the threads and copies the WAL into the file (a
-  // checkpoint), as the destructor does. Not ok when that checkpoint could not grow the file (a
-  // full disk): every commit is kept in `<file>-wal`, which must stay beside the file until a
+  // checkpoint), as the destructor does. Not ok when that checkpoint fails (a full disk, an I/O
+  // error): every commit is kept in `<file>-wal`, which must stay beside the file until a
   // writer with room copies it in; the message says so in a person's words (a warning, not a
-  // loss). Later calls return ok and do nothing; the writer takes nothing after it.
+  // loss). After a write error (error() not ok) the message instead continues that error: "what
+  // was committed stays in <file>-wal (N MiB): keep the two files together ...". Later calls
+  // return ok and do nothing; the writer writes nothing after it (ops submitted are counted as
+  // dropped). The owning thread only, like the destructor.
   Status close();
 
   // The database file's path.
@@ -144,8 +147,12 @@ class TraceWriter {
   static constexpr size_t kOpsPerInsert = 32;  // rows per multi-row INSERT of ops
   static constexpr size_t kMemoryPerInsert = 32;  // and of memory samples
   static constexpr size_t kTasksPerInsert = 32;   // and of device tasks
-  ScopedStmt insert_op_, insert_ops_, insert_block_, insert_step_, insert_overflow_, insert_collective_, insert_memory_, insert_memories_, insert_dump_, insert_task_, insert_tasks_, insert_string_, insert_run_,
-      end_run_, begin_, commit_;
+  // Finalized together by close(), before the connection closes.
+  struct Statements {
+    ScopedStmt insert_op_, insert_ops_, insert_block_, insert_step_, insert_overflow_, insert_collective_,
+        insert_memory_, insert_memories_, insert_dump_, insert_task_, insert_tasks_, insert_string_, insert_run_,
+        end_run_, begin_, commit_;
+  } statements_;
 
   // After the first write error (writer thread only): the reason the run failed, whether the
   // run row says so yet, and the last step whose row was committed.
