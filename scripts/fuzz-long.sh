@@ -5,7 +5,7 @@
 # PROCESSES parallel processes (default 1) over build-fuzz/long/<target>/corpus, which starts as a
 # copy of fuzz/corpus/<target>/ and keeps every input found since. Each segment's executions are
 # appended to build-fuzz/long/<target>.tsv (date, seconds, processes, executions, corpus size,
-# result) and the campaign's total is printed: a campaign of 10M executions can be run as several
+# result; libFuzzer's output in build-fuzz/long/<target>/logs/) and the campaign's total is printed: a campaign of 10M executions can be run as several
 # segments on a machine that has other work to do.
 #
 # For speed the allocator keeps no allocation stacks and a smaller quarantine
@@ -26,7 +26,8 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNPUSCOPE
   { cat "$BUILD_DIR.configure.log"; exit 1; }
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target "$TARGET"
 long="$BUILD_DIR/long/$TARGET"
-mkdir -p "$long/corpus" "$BUILD_DIR/artifacts"
+mkdir -p "$long/corpus" "$long/logs" "$BUILD_DIR/artifacts"
+segment=$(( $( [ -f "$long.tsv" ] && wc -l < "$long.tsv" || echo 0) + 1 ))
 [ -n "$(ls -A "$long/corpus")" ] || cp -r "fuzz/corpus/${TARGET#fuzz_}/." "$long/corpus/"
 echo "fuzz-long: $TARGET for ${SECONDS_EACH}s in $PROCESSES process(es) over $long/corpus ($(ls "$long/corpus" | wc -l) inputs)"
 pids=()
@@ -35,14 +36,14 @@ for i in $(seq 1 "$PROCESSES"); do
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     "$BUILD_DIR/fuzz/$TARGET" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 \
     -artifact_prefix="$BUILD_DIR/artifacts/$TARGET-" -print_final_stats=1 "$long/corpus" \
-    2>"$long/segment-$i.log" &
+    2>"$long/logs/segment-$segment-$i.log" &
   pids+=($!)
 done
 result=ok
 for p in "${pids[@]}"; do wait "$p" || result=FAILED; done
 execs=0
 for i in $(seq 1 "$PROCESSES"); do
-  n=$(sed -n 's/^stat::number_of_executed_units: *//p' "$long/segment-$i.log" | tail -1)
+  n=$(sed -n 's/^stat::number_of_executed_units: *//p' "$long/logs/segment-$segment-$i.log" | tail -1)
   execs=$((execs + ${n:-0}))
 done
 printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$SECONDS_EACH" "$PROCESSES" "$execs" \
@@ -50,7 +51,7 @@ printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$SECONDS_EACH" "$PROCESS
 total=$(awk -F'\t' '{s += $4} END {print s}' "$long.tsv")
 echo "fuzz-long: $TARGET $execs executions in this segment ($result); campaign total $total over $(wc -l < "$long.tsv") segment(s)"
 if [ "$result" != ok ]; then
-  for i in $(seq 1 "$PROCESSES"); do tail -40 "$long/segment-$i.log"; done
+  for i in $(seq 1 "$PROCESSES"); do tail -40 "$long/logs/segment-$segment-$i.log"; done
   echo "fuzz-long: $TARGET FAILED (input in $BUILD_DIR/artifacts/)"
   exit 1
 fi
