@@ -6,12 +6,14 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -406,9 +408,14 @@ Status readAscendMemory(const std::string& file, TraceModel& model, int32_t* dev
     if ((*row)[c_comp] != "PTA") continue;
     auto ts = microsToNs((*row)[c_ts]);
     if (!ts) return invalidArgument(file + ": line " + std::to_string(line) + ": bad Timestamp(us) '" + (*row)[c_ts] + "'");
-    auto mb = [&](const std::string& s) -> uint64_t {
+    // Megabytes to bytes; nothing (a refusal) from 9.2e18 bytes (2^63) on, which the file's 64-bit
+    // integers cannot hold (found by fuzz_npu_folder: 1.7e15 MB overflowed the cast).
+    auto mb = [&](const std::string& s) -> std::optional<uint64_t> {
       const double v = std::strtod(s.c_str(), nullptr);
-      return v > 0 ? static_cast<uint64_t>(v * 1024.0 * 1024.0 + 0.5) : 0;
+      if (std::isnan(v) || v <= 0) return uint64_t{0};  // empty, text or negative: none, as before
+      const double bytes = v * 1024.0 * 1024.0;
+      if (!(bytes < 9.2e18)) return std::nullopt;  // also infinity
+      return static_cast<uint64_t>(bytes + 0.5);
     };
     MemoryRecord m;
     m.ts_ns = *ts;
@@ -416,8 +423,15 @@ Status readAscendMemory(const std::string& file, TraceModel& model, int32_t* dev
     const size_t colon = dev.find(':');
     m.device = colon == std::string::npos ? 0 : std::atoi(dev.c_str() + colon + 1);
     *device = m.device;
-    m.allocated = mb((*row)[c_alloc]);
-    m.reserved = mb((*row)[c_res]);
+    const auto allocated = mb((*row)[c_alloc]), reserved = mb((*row)[c_res]);
+    if (!allocated || !reserved) {
+      const bool a = !allocated;
+      return invalidArgument(file + ": line " + std::to_string(line) + ": " +
+                             (a ? "Total Allocated(MB)" : "Total Reserved(MB)") + " '" + (*row)[a ? c_alloc : c_res] +
+                             "' is out of range (expected megabytes below 8.8e12)");
+    }
+    m.allocated = *allocated;
+    m.reserved = *reserved;
     model.addMemory(m);
   }
   return Status::ok();

@@ -375,6 +375,18 @@ TEST_F(ImportTest, BadInputIsOneLineAndLeavesNoFile) {
   write("nocol_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json", "[]");
   write("nocol_ascend_pt/ASCEND_PROFILER_OUTPUT/memory_record.csv", "Component,Total Allocated(MB)\nPTA,1\n");
   expectRefused(path("nocol_ascend_pt"), "memory_record.csv: line 1: no column 'Timestamp(us)'");
+  // Megabytes whose bytes do not fit 64 bits (fuzz_npu_folder's find: 1.7e15 MB): refused.
+  const std::string header =
+      "Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB),Total Active(MB),Stream Ptr,Device Type\n";
+  write("hugemb_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json", "[]");
+  write("hugemb_ascend_pt/ASCEND_PROFILER_OUTPUT/memory_record.csv",
+        header + "PTA,1000.0\t,2,2,,,NPU:0\nPTA,1001.0\t,1736408883673932.92,2,,,NPU:0\n");
+  expectRefused(path("hugemb_ascend_pt"),
+                "memory_record.csv: line 3: Total Allocated(MB) '1736408883673932.92' is out of range "
+                "(expected megabytes below 8.8e12)");
+  write("infmb_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json", "[]");
+  write("infmb_ascend_pt/ASCEND_PROFILER_OUTPUT/memory_record.csv", header + "PTA,1000.0\t,2,inf,,,NPU:0\n");
+  expectRefused(path("infmb_ascend_pt"), "memory_record.csv: line 2: Total Reserved(MB) 'inf' is out of range");
   write("notrace_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", "Name\n");
   expectRefused(path("notrace_ascend_pt"), "no trace_view.json");
   write("nothing/readme.md", "x");
