@@ -30,6 +30,7 @@ struct RecordingSession::Impl {
   int64_t step_start_ns = 0;
   int64_t throttled_ns = 0;
   bool stopped = false;
+  bool told_write_error = false;  // the writer's failure was told when a step found it
   std::atomic<int> paused{0};  // Paused scopes alive: their work is not the step's
   std::optional<StepRecord> last;  // the latest stored step row (amendLastLoss)
 };
@@ -145,6 +146,15 @@ void RecordingSession::step(const StepMetrics& m) {
     s.last = r;
     recorder::flushAll();
     if (s.options.max_backlog_records > 0) s.throttled_ns += s.writer->waitForBacklog(s.options.max_backlog_records);
+  }
+  if (!s.told_write_error) {
+    // Recording stopped (a full disk): told now, not only when the run ends hours later.
+    const Status failed = s.writer->error();
+    if (!failed.isOk()) {
+      s.told_write_error = true;
+      std::fprintf(stderr, "npuscope: warning: %s; the run goes on unrecorded and will end failed\n",
+                   failed.message().c_str());
+    }
   }
   ++s.step;
   s.step_start_ns = nowNs();

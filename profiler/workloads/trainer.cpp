@@ -146,6 +146,16 @@ std::string stopReason(int sig, const std::string& done) {
          "; the run is marked failed and keeps what was recorded";
 }
 
+// Ends a recording failed with `why`. When the recording had failed before (its trace file's disk
+// filled), that failure comes first on the line: it says what the file lacks and where the rest
+// is; `why` (a signal, an error) follows.
+Status endRecordingFailed(profiler::RecordingSession* session, const Status& why) {
+  if (session == nullptr) return why;
+  const Status stopped = session->stop("failed", nlohmann::json{{"error", why.message()}}.dump());
+  if (stopped.isOk()) return why;
+  return Status(why.code(), stopped.message() + "; then " + why.message());
+}
+
 Accuracy evaluate(Model& model, const Dataset& data, c10::Device device, int64_t batch, const ProgressFn& progress) {
   torch::NoGradGuard no_grad;
   model.eval();
@@ -366,8 +376,7 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
     amp::setOverflowObserver(nullptr);
     amp::setLogSink(nullptr);
     amp::reset();
-    if (session) (void)session->stop("failed", nlohmann::json{{"error", why.message()}}.dump());
-    return why;
+    return endRecordingFailed(session.get(), why);
   };
   const int64_t per_epoch = (train_set.size() + o.batch_size - 1) / o.batch_size;
   int64_t total = per_epoch * o.epochs;
@@ -568,8 +577,7 @@ StatusOr<InferResult> infer(const InferOptions& o, const ProgressFn& progress) {
     if (acc.stopped_by != 0) {
       amp::reset();
       const Status why = failedPrecondition(stopReason(acc.stopped_by, std::to_string(acc.batches) + " batches"));
-      if (session) (void)session->stop("failed", nlohmann::json{{"error", why.message()}}.dump());
-      return why;
+      return endRecordingFailed(session.get(), why);
     }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     r.top1 = acc.top1;
@@ -579,8 +587,7 @@ StatusOr<InferResult> infer(const InferOptions& o, const ProgressFn& progress) {
     amp::reset();
   } catch (const c10::Error& e) {
     amp::reset();
-    if (session) (void)session->stop("failed");
-    return invalidArgument(errorLine(e));
+    return endRecordingFailed(session.get(), invalidArgument(errorLine(e)));
   }
   if (session) {
     r.run_id = session->runId();

@@ -178,6 +178,11 @@ TEST(CliInjectedDiskFull, ATraceFileThatCannotGrowKeepsItsStepsAndEndsFailed) {
   EXPECT_EQ(sqlText(db, "SELECT status FROM runs"), "failed");
   const std::string why = sqlText(db, "SELECT json_extract(results_json, '$.error') FROM runs");
   EXPECT_NE(r.out.find(why), std::string::npos) << "the file says what the line says: " << why;
+  // It was told when it happened too, not only at the end: one warning, before the last steps.
+  const std::string warning = "npuscope: warning: " + why + "; the run goes on unrecorded and will end failed\n";
+  EXPECT_EQ(countLines(r.out, "npuscope: warning: "), 1) << r.out;
+  ASSERT_NE(r.out.find(warning), std::string::npos) << r.out;
+  EXPECT_LT(r.out.find(warning), r.out.find("step 900/900")) << r.out;
   EXPECT_NE(sqlInt(db, "SELECT ended_ns FROM runs"), -1);
   // The checkpointer waits for 16 MiB of WAL: the 6 MiB run never reached the database file.
   EXPECT_GT(sizeOr0(db + "-wal"), sizeOr0(db));
@@ -399,14 +404,16 @@ TEST(CliFaults, AReadOnlyFilesystemIsRefusedBeforeTraining) {
 // `npuscope train` stopped with SIGINT (Ctrl-C) or SIGTERM ends its run failed within 2 s.
 class CliInterrupt : public ::testing::TestWithParam<int> {};
 
-// Starts the CLI with `args` in the background (its output discarded); its pid, -1 on failure.
-pid_t startCli(const std::vector<std::string>& args) {
+// Starts the CLI with `args` in the background, its output (stdout and stderr) into `out`, with
+// `env` ("NAME=value", if any) set; its pid, -1 on failure.
+pid_t startCli(const std::vector<std::string>& args, const std::string& out = "/dev/null", const std::string& env = "") {
   const pid_t pid = fork();
   if (pid != 0) return pid;
   ::signal(SIGINT, SIG_DFL);  // a test runner may start us with SIGINT ignored
-  const int null = ::open("/dev/null", O_WRONLY);
-  ::dup2(null, 1);
-  ::dup2(null, 2);
+  if (!env.empty()) ::putenv(const_cast<char*>(env.c_str()));
+  const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ::dup2(fd, 1);
+  ::dup2(fd, 2);
   std::vector<char*> argv{const_cast<char*>(NPUSCOPE_CLI)};
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -481,6 +488,37 @@ TEST_P(CliInterrupt, NprocLauncherPassesItOnToEveryRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Signals, CliInterrupt, ::testing::Values(SIGINT, SIGTERM));
+
+// SIGTERM after the trace file's disk filled (as the launcher of a job stops a rank whose disk
+// filled when another rank failed first): the error line says first what the file lacks and
+// where the rest is, then the signal; the run keeps the first reason.
+TEST(CliInjectedDiskFull, ASignalAfterTheDiskFilledTellsBoth) {
+  const std::string db = std::filesystem::path(scratchPath("full_then_term.db")).lexically_normal().string();
+  const std::string log = scratchPath("full_then_term.log");
+  for (const std::string& f : {db, db + "-wal", db + "-shm"}) std::remove(f.c_str());
+  const pid_t pid = startCli({"train", "--model", "mlp", "--epochs", "100", "--db", db}, log, "NPUSCOPE_FAULT_DISK_BYTES=6M");
+  ASSERT_GE(pid, 0);
+  std::string status;
+  for (int i = 0; i < 600 && status != "failed"; ++i) {  // the writer marks the run failed when the disk fills
+    ::usleep(100'000);
+    if (std::filesystem::exists(db)) status = sqlText(db, "SELECT status FROM runs");
+  }
+  ASSERT_EQ(status, "failed") << "the disk did not fill";
+  const std::string why = stopAndExpectFailedRun(pid, SIGTERM, db);
+  EXPECT_NE(why.find("is full"), std::string::npos) << why;
+  EXPECT_EQ(why.find("SIGTERM"), std::string::npos) << why;
+  std::ifstream in(log);
+  const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(countLines(out, "npuscope: error: "), 1) << out;
+  const std::regex line("npuscope: error: " + db + R"(: the filesystem of \S+ is full \(injected: )"
+                        R"(NPUSCOPE_FAULT_DISK_BYTES=6M\); recording stopped after step (\d+): .*; what was )"
+                        R"(committed stays in )" + db + R"(-wal .*; then terminated \(SIGTERM\) after \d+ steps; the )"
+                        R"(run is marked failed and keeps what was recorded\n)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, line)) << out;
+  EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM steps"), std::stoll(m[1]) + 1);
+  EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
+}
 
 // One rank of `train --nproc 2` SIGKILLed: the other's next collective fails (its peer's
 // connection is gone) and its run ends failed with a line that says so — or with the launcher's
