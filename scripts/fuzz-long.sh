@@ -5,8 +5,13 @@
 # PROCESSES parallel processes (default 1) over build-fuzz/long/<target>/corpus, which starts as a
 # copy of fuzz/corpus/<target>/ and keeps every input found since. Each segment's executions are
 # appended to build-fuzz/long/<target>.tsv (date, seconds, processes, executions, corpus size,
-# result; libFuzzer's output in build-fuzz/long/<target>/logs/) and the campaign's total is printed: a campaign of 10M executions can be run as several
-# segments on a machine that has other work to do.
+# result; libFuzzer's output in build-fuzz/long/<target>/logs/) and to fuzz/campaigns.tsv (kept in
+# the repository, with the commit fuzzed), and the campaign's total is printed: a campaign of 10M
+# executions can be run as several segments, on machines that have other work to do.
+#
+# build-fuzz/ does not outlive a machine: a campaign carried over to another starts from the
+# seeds and fuzz/campaigns/<target>/ (the inputs of earlier segments, minimized: after a segment,
+# scripts/fuzz-long.sh TARGET merge writes them there to be committed).
 #
 # For speed the allocator keeps no allocation stacks and a smaller quarantine
 # (malloc_context_size=0, quarantine_size_mb=16: ~13 % more inputs per second); a crash, leak or
@@ -28,7 +33,22 @@ cmake --build "$BUILD_DIR" -j "$(nproc)" --target "$TARGET"
 long="$BUILD_DIR/long/$TARGET"
 mkdir -p "$long/corpus" "$long/logs" "$BUILD_DIR/artifacts"
 segment=$(( $( [ -f "$long.tsv" ] && wc -l < "$long.tsv" || echo 0) + 1 ))
-[ -n "$(ls -A "$long/corpus")" ] || cp -r "fuzz/corpus/${TARGET#fuzz_}/." "$long/corpus/"
+if [ "$SECONDS_EACH" = merge ]; then
+  # The campaign's inputs, minimized to those that add coverage, kept for the next machine.
+  kept="fuzz/campaigns/${TARGET#fuzz_}"
+  rm -rf "$kept.new" && mkdir -p "$kept.new"
+  "$BUILD_DIR/fuzz/$TARGET" -merge=1 -timeout=10 "$kept.new" "fuzz/corpus/${TARGET#fuzz_}" "$long/corpus" \
+    2>"$long/logs/merge.log" || { tail -20 "$long/logs/merge.log"; exit 1; }
+  # The seeds stay where they are: only what the campaign added is kept.
+  for f in "fuzz/corpus/${TARGET#fuzz_}"/*; do rm -f "$kept.new/$(sha1sum < "$f" | cut -c1-40)"; done
+  rm -rf "$kept" && mv "$kept.new" "$kept"
+  echo "fuzz-long: $TARGET: $(ls "$kept" | wc -l) inputs ($(du -sh "$kept" | cut -f1)) in $kept beside the seeds"
+  exit 0
+fi
+if [ -z "$(ls -A "$long/corpus")" ]; then
+  cp -r "fuzz/corpus/${TARGET#fuzz_}/." "$long/corpus/"
+  [ -d "fuzz/campaigns/${TARGET#fuzz_}" ] && cp -r "fuzz/campaigns/${TARGET#fuzz_}/." "$long/corpus/"
+fi
 echo "fuzz-long: $TARGET for ${SECONDS_EACH}s in $PROCESSES process(es) over $long/corpus ($(ls "$long/corpus" | wc -l) inputs)"
 pids=()
 for i in $(seq 1 "$PROCESSES"); do
@@ -48,8 +68,12 @@ for i in $(seq 1 "$PROCESSES"); do
 done
 printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$SECONDS_EACH" "$PROCESSES" "$execs" \
   "$(ls "$long/corpus" | wc -l)" "$result" >> "$long.tsv"
-total=$(awk -F'\t' '{s += $4} END {print s}' "$long.tsv")
-echo "fuzz-long: $TARGET $execs executions in this segment ($result); campaign total $total over $(wc -l < "$long.tsv") segment(s)"
+[ -f fuzz/campaigns.tsv ] || printf 'target\tended\tseconds\tprocesses\texecutions\tcorpus\tresult\tcommit\n' > fuzz/campaigns.tsv
+printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$TARGET" "$(date -u +%FT%TZ)" "$SECONDS_EACH" "$PROCESSES" "$execs" \
+  "$(ls "$long/corpus" | wc -l)" "$result" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" >> fuzz/campaigns.tsv
+total=$(awk -F'\t' -v t="$TARGET" '$1 == t {s += $5} END {print s + 0}' fuzz/campaigns.tsv)
+echo "fuzz-long: $TARGET $execs executions in this segment ($result); campaign total $total over" \
+  "$(awk -F'\t' -v t="$TARGET" '$1 == t' fuzz/campaigns.tsv | wc -l) segment(s) in fuzz/campaigns.tsv"
 if [ "$result" != ok ]; then
   for i in $(seq 1 "$PROCESSES"); do tail -40 "$long/logs/segment-$segment-$i.log"; done
   echo "fuzz-long: $TARGET FAILED (input in $BUILD_DIR/artifacts/)"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs one libFuzzer target (or `all`) for SECONDS each over its seed corpus:
+# Runs one libFuzzer target (or `all`) for SECONDS each over its seed corpus (and what long
+# campaigns kept in fuzz/campaigns/<target>/):
 #   scripts/fuzz.sh fuzz_acl_json 60        scripts/fuzz.sh all 30
 # Targets: fuzz_acl_json, fuzz_dump_file, fuzz_trace_file, fuzz_schedule, fuzz_chrome_trace,
 # fuzz_npu_folder, fuzz_chrome_events, fuzz_import_csv, fuzz_torch_npu_db (fuzz/README.md). They are built
@@ -25,6 +26,8 @@ mkdir -p "$BUILD_DIR/artifacts"
 for t in "${targets[@]}"; do
   corpus=$(mktemp -d)
   cp -r "fuzz/corpus/${t#fuzz_}/." "$corpus/"
+  # What long campaigns found (scripts/fuzz-long.sh), so that a short run starts where they got to.
+  if [ -d "fuzz/campaigns/${t#fuzz_}" ]; then cp -r "fuzz/campaigns/${t#fuzz_}/." "$corpus/"; fi
   echo "fuzz: $t for ${SECONDS_EACH}s"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     "$BUILD_DIR/fuzz/$t" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 \
