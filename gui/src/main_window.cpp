@@ -47,6 +47,10 @@ QWidget* createMainWindow() { return new MainWindow(); }
 
 namespace {
 
+// The message bar's colours: an error red, a warning amber.
+const char kErrorStyle[] = "background:#fde4e1; color:#7a1a12;";
+const char kWarningStyle[] = "background:#fff3cd; color:#664d03;";
+
 QString prettyJson(const std::string& text) {
   if (text.empty()) return QStringLiteral("\u2013");
   const QJsonDocument d = QJsonDocument::fromJson(QByteArray::fromStdString(text));
@@ -122,9 +126,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     if (tabs_->currentWidget() == cluster_) loadPendingCluster();
   });
 
-  // Message bar for errors.
+  // Message bar for errors and warnings.
   message_bar_ = new QWidget(this);
-  message_bar_->setStyleSheet("background:#fde4e1; color:#7a1a12;");
+  message_bar_->setStyleSheet(kErrorStyle);
   message_ = new QLabel(message_bar_);
   message_->setWordWrap(true);
   message_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -292,6 +296,10 @@ bool MainWindow::convertThen(const QString& source, bool sync, std::function<voi
                              then(db);
                              status_->setText(tr("%1 converted to %2 \u2014 %3").arg(name, db, summary.section('\n', 0, 0)));
                              status_->setToolTip(summary);
+                             // A warning (a disk that filled at the last checkpoint) is not left in a tooltip.
+                             for (const QString& line : summary.split('\n')) {
+                               if (line.startsWith(QLatin1String("warning: "))) showWarning(line.mid(9));
+                             }
                            }));
   conns->push_back(connect(importer_, &TraceImport::failed, this, [this, done](const QString&, const QString& m) {
     done();
@@ -376,10 +384,19 @@ bool MainWindow::comparePerformance(int64_t run_a, int64_t run_b) {
 
 void MainWindow::showError(const QString& message) {
   last_error_ = message;
+  message_bar_->setStyleSheet(kErrorStyle);
   message_->setText(message);
   message_bar_->show();
   status_->setText(tr("Error: %1").arg(message));
 }
+
+void MainWindow::showWarning(const QString& message) {
+  message_bar_->setStyleSheet(kWarningStyle);
+  message_->setText(tr("Warning: %1").arg(message));
+  message_bar_->show();
+}
+
+QString MainWindow::messageShown() const { return message_bar_->isVisibleTo(this) ? message_->text() : QString(); }
 
 void MainWindow::onRunsChanged() {
   // Keep the selected runs across a refresh; otherwise pick the latest run.

@@ -4,6 +4,7 @@
 
 #include <QApplication>
 #include <QDir>
+#include <QFont>
 #include <QString>
 #include <cstdlib>
 #include <filesystem>

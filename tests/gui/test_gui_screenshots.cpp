@@ -227,7 +227,9 @@ TEST(Screenshots, CollectivesOnThePredictedCommunicationLane) {
     comm_lanes += comm;
     for (const Slice& s : l.slices) {
       const bool collective = d->str(s.name).rfind("hcom_", 0) == 0;
-      if (l.kind == LaneKind::kDevice && l.device >= 0) EXPECT_EQ(collective, comm) << l.title;
+      if (l.kind == LaneKind::kDevice && l.device >= 0) {
+        EXPECT_EQ(collective, comm) << l.title;
+      }
       if (comm && d->str(s.name) == "hcom_allReduce_") {
         EXPECT_EQ(s.dur_ns, expected);
         ++all_reduces;

@@ -70,6 +70,8 @@ class MainWindow : public QMainWindow {
   RunListModel* runModel() const { return runs_; }
   QTableView* runTable() const { return run_table_; }
   QString lastError() const { return last_error_; }
+  // The text of the message bar (an error or a warning) while it is shown, else empty.
+  QString messageShown() const;
   // Synchronous run loads (tests, benchmarks).
   void setSynchronous(bool sync) { sync_ = sync; }
   void showRecordDialog();
@@ -80,6 +82,7 @@ class MainWindow : public QMainWindow {
 
  private:
   void showError(const QString& message);
+  void showWarning(const QString& message);  // the message bar, amber
   void onRunsChanged();
   void onRunSelectionChanged();
   void addRecent(const QString& path);
