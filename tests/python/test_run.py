@@ -2,6 +2,7 @@
 script's run marked failed with the exception's last line."""
 import json
 import os
+import re
 import subprocess
 import textwrap
 
@@ -106,4 +107,29 @@ def test_sigterm_ends_the_run_failed_with_everything_kept(cli, tmp_path):
     (status, results), = query(db, "SELECT status, results_json FROM runs")
     assert status == "failed" and json.loads(results)["error"] == "terminated (SIGTERM)"
     assert query(db, "SELECT count(*) FROM steps")[0][0] > 10
+    assert query(db, "PRAGMA integrity_check") == [("ok",)]
+
+
+def test_a_full_disk_is_told_when_it_happens_and_the_scripts_own_status_kept(cli, tmp_path):
+    """The trace file's disk fills while the script trains (an injected 2 MiB disk): one warning
+    when a step finds it, the script goes on to its end, the run keeps what was committed and ends
+    failed with the reason; `npuscope run` exits 1 and tells the script's own status (0) apart."""
+    (tmp_path / "train.py").write_text(TRAIN)
+    env = dict(os.environ, NPUSCOPE_FAULT_DISK_BYTES="2M")
+    r = subprocess.run([cli, "run", "--db", "run.db", "--no-report", "--", "train.py", "3000"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1, r.stderr
+    assert "trained ['3000']" in r.stdout  # the script ran to its end
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("npuscope: warning: ")]
+    assert len(warnings) == 1, r.stderr
+    assert "run.db: the filesystem of " in warnings[0] and " is full (injected: NPUSCOPE_FAULT_DISK_BYTES=2M); " in warnings[0]
+    m = re.search(r"; recording stopped (after step (\d+): what came later \(ops, steps, dumps\) is not in the file|"
+                  r"before the first step was committed); the run goes on unrecorded and will end failed$", warnings[0])
+    assert m, warnings[0]
+    assert r.stderr.index(warnings[0]) < r.stderr.index("npuscope run: npuscope.profile: ")  # told before the end
+    assert "(script exit status 0; exit status 1: the recording failed)" in r.stderr
+    db = str(tmp_path / "run.db")
+    (status, results), = query(db, "SELECT status, results_json FROM runs")
+    assert status == "failed" and " is full " in json.loads(results)["error"]
+    assert query(db, "SELECT count(*) FROM steps")[0][0] == (int(m.group(2)) + 1 if m.group(2) else 0)
     assert query(db, "PRAGMA integrity_check") == [("ok",)]
