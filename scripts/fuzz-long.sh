@@ -19,8 +19,9 @@
 # with scripts/fuzz.sh's options for the full report, then add it to fuzz/corpus/ with the fix.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TARGET=${1:?usage: scripts/fuzz-long.sh TARGET SECONDS [PROCESSES]}
-SECONDS_EACH=${2:?usage: scripts/fuzz-long.sh TARGET SECONDS [PROCESSES]}
+USAGE="usage: scripts/fuzz-long.sh TARGET SECONDS [PROCESSES] | scripts/fuzz-long.sh TARGET merge"
+TARGET=${1:?$USAGE}
+SECONDS_EACH=${2:?$USAGE}
 PROCESSES=${3:-1}
 BUILD_DIR=${NPUSCOPE_FUZZ_BUILD_DIR:-build-fuzz}
 [ -d "fuzz/corpus/${TARGET#fuzz_}" ] || { echo "fuzz-long: no target $TARGET (fuzz/README.md lists them)" >&2; exit 2; }
@@ -33,11 +34,20 @@ cmake --build "$BUILD_DIR" -j "$(nproc)" --target "$TARGET"
 long="$BUILD_DIR/long/$TARGET"
 mkdir -p "$long/corpus" "$long/logs" "$BUILD_DIR/artifacts"
 segment=$(( $( [ -f "$long.tsv" ] && wc -l < "$long.tsv" || echo 0) + 1 ))
+# The commit fuzzed (a tree with changes is marked), read before the segment: commits made
+# meanwhile are not what ran.
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+git diff --quiet HEAD -- . ':!fuzz/campaigns.tsv' ':!fuzz/campaigns' 2>/dev/null || commit="$commit+changes"
 if [ "$SECONDS_EACH" = merge ]; then
-  # The campaign's inputs, minimized to those that add coverage, kept for the next machine.
+  # The campaign's inputs, minimized to those that add coverage, kept for the next machine. What
+  # is kept already (from another machine, perhaps) is merged too: nothing kept is dropped unless
+  # this campaign's inputs cover it.
   kept="fuzz/campaigns/${TARGET#fuzz_}"
+  [ -n "$(ls -A "$long/corpus")" ] || { echo "fuzz-long: $TARGET: no campaign here to merge (run a segment first)" >&2; exit 2; }
+  inputs=("fuzz/corpus/${TARGET#fuzz_}" "$long/corpus")
+  [ -d "$kept" ] && inputs+=("$kept")
   rm -rf "$kept.new" && mkdir -p "$kept.new"
-  "$BUILD_DIR/fuzz/$TARGET" -merge=1 -timeout=10 "$kept.new" "fuzz/corpus/${TARGET#fuzz_}" "$long/corpus" \
+  "$BUILD_DIR/fuzz/$TARGET" -merge=1 -timeout=10 "$kept.new" "${inputs[@]}" \
     2>"$long/logs/merge.log" || { tail -20 "$long/logs/merge.log"; exit 1; }
   # The seeds stay where they are: only what the campaign added is kept.
   for f in "fuzz/corpus/${TARGET#fuzz_}"/*; do rm -f "$kept.new/$(sha1sum < "$f" | cut -c1-40)"; done
@@ -70,8 +80,8 @@ printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$SECONDS_EACH" "$PROCESS
   "$(ls "$long/corpus" | wc -l)" "$result" >> "$long.tsv"
 [ -f fuzz/campaigns.tsv ] || printf 'target\tended\tseconds\tprocesses\texecutions\tcorpus\tresult\tcommit\n' > fuzz/campaigns.tsv
 printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$TARGET" "$(date -u +%FT%TZ)" "$SECONDS_EACH" "$PROCESSES" "$execs" \
-  "$(ls "$long/corpus" | wc -l)" "$result" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" >> fuzz/campaigns.tsv
-total=$(awk -F'\t' -v t="$TARGET" '$1 == t {s += $5} END {print s + 0}' fuzz/campaigns.tsv)
+  "$(ls "$long/corpus" | wc -l)" "$result" "$commit" >> fuzz/campaigns.tsv
+total=$(awk -F'\t' -v t="$TARGET" '$1 == t {s += $5} END {printf "%.0f\n", s}' fuzz/campaigns.tsv)
 echo "fuzz-long: $TARGET $execs executions in this segment ($result); campaign total $total over" \
   "$(awk -F'\t' -v t="$TARGET" '$1 == t' fuzz/campaigns.tsv | wc -l) segment(s) in fuzz/campaigns.tsv"
 if [ "$result" != ok ]; then

@@ -293,13 +293,14 @@ bool MainWindow::convertThen(const QString& source, bool sync, std::function<voi
                            [this, done, then, name](const QString&, const QString& db, const QString& summary) {
                              done();
                              last_import_summary_ = summary;
-                             then(db);
-                             status_->setText(tr("%1 converted to %2 \u2014 %3").arg(name, db, summary.section('\n', 0, 0)));
-                             status_->setToolTip(summary);
-                             // A warning (a disk that filled at the last checkpoint) is not left in a tooltip.
+                             // A warning (a disk that filled at the last checkpoint) is not left in a
+                             // tooltip; an error opening the file, shown after it, takes its place.
                              for (const QString& line : summary.split('\n')) {
                                if (line.startsWith(QLatin1String("warning: "))) showWarning(line.mid(9));
                              }
+                             then(db);
+                             status_->setText(tr("%1 converted to %2 \u2014 %3").arg(name, db, summary.section('\n', 0, 0)));
+                             status_->setToolTip(summary);
                            }));
   conns->push_back(connect(importer_, &TraceImport::failed, this, [this, done](const QString&, const QString& m) {
     done();

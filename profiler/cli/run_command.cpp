@@ -109,16 +109,16 @@ int runScript(const RunOptions& o) {
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 
   int64_t runId = -1;
-  int scriptCode = code;  // the script's own status: another when only the recording failed
+  int recordingFailed = 0, scriptCode = code;  // the script's own status, as its process would exit
   {
     std::ifstream in(idFile);
     in >> runId;
-    if (!(in >> scriptCode)) scriptCode = code;
+    if (!(in >> recordingFailed >> scriptCode)) recordingFailed = 0;
   }
   std::remove(idFile.c_str());
   if (runId < 0) return code != 0 ? code : fail("run: the script's run was not recorded");
   std::fflush(stdout);
-  if (scriptCode != code) {
+  if (recordingFailed != 0 && scriptCode != code) {
     std::fprintf(stderr, "npuscope: recorded run %lld in %s (script exit status %d; exit status %d: the recording failed)\n",
                  static_cast<long long>(runId), o.db.c_str(), scriptCode, code);
   } else {

@@ -152,7 +152,7 @@ void RecordingSession::step(const StepMetrics& m) {
     const Status failed = s.writer->error();
     if (!failed.isOk()) {
       s.told_write_error = true;
-      std::fprintf(stderr, "npuscope: warning: %s; the run goes on unrecorded and will end failed\n",
+      std::fprintf(stderr, "npuscope: warning: %s; the run goes on unrecorded\n",
                    failed.message().c_str());
     }
   }

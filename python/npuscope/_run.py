@@ -79,16 +79,16 @@ def main(argv):
         line = (f"{type(e).__name__}: {e}".splitlines() or [type(e).__name__])[0]
         status, results, code = "failed", {"error": line}, 1
     results["exit_status"] = code
-    script_code = code
+    recording_failed = False
     try:
         prof.stop(status, results)
     except RuntimeError as e:
         print(f"npuscope run: {e}", file=sys.stderr)
-        code = code or 1
-    if opts.run_id_file:  # the script's own status, for `npuscope run` to tell from the recording's
+        recording_failed = True
+    if opts.run_id_file:  # for `npuscope run`: whether the recording failed, the script's own status
         with open(opts.run_id_file, "a") as f:
-            f.write(f"{script_code}\n")
-    return code
+            f.write(f"{int(recording_failed)} {code & 0xff}\n")
+    return (code or 1) if recording_failed else code
 
 
 if __name__ == "__main__":
