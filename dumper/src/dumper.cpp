@@ -26,6 +26,7 @@
 #include <unordered_set>
 
 #include "npuscope/core/clock.h"
+#include "npuscope/core/console.h"
 #include "npuscope/core/compare.h"
 #include "npuscope/core/format.h"
 #include "npuscope/core/trace_writer.h"
@@ -313,10 +314,10 @@ struct Dumper::Impl {
     std::lock_guard<std::mutex> lock(mu);
     if (halted.exchange(true)) return;
     error = s;
-    std::fprintf(stderr, "npuscope: dump stopped: %s; %llu tensors (%s) of %llu ops were dumped before%s\n",
-                 s.message().c_str(), static_cast<unsigned long long>(counters.tensors),
-                 formatBytes(counters.payload_bytes).c_str(), static_cast<unsigned long long>(counters.ops_dumped),
-                 config.stop_on_error ? "" : " (training goes on)");
+    consoleLine(stderr, "npuscope: dump stopped: " + s.message() + "; " + std::to_string(counters.tensors) +
+                            " tensors (" + formatBytes(counters.payload_bytes) + ") of " +
+                            std::to_string(counters.ops_dumped) + " ops were dumped before" +
+                            (config.stop_on_error ? "" : " (training goes on)"));
   }
 
   void resetNumbering(int64_t step_value) {
@@ -332,16 +333,16 @@ struct Dumper::Impl {
     if (first_step_seen || step_bytes == 0) return;
     first_step_seen = true;
     if (estimate && step_bytes <= estimate->payload_bytes) return;
-    std::fprintf(stderr, "npuscope: dump: %s of tensors per step (step %lld%s)%s\n", formatBytes(step_bytes).c_str(),
-                 static_cast<long long>(finished_step), estimate ? ", more than estimated" : "",
-                 config.steps.all() ? ", every step requested" : "");
+    consoleLine(stderr, "npuscope: dump: " + formatBytes(step_bytes) + " of tensors per step (step " +
+                            std::to_string(finished_step) + (estimate ? ", more than estimated" : "") + ")" +
+                            (config.steps.all() ? ", every step requested" : ""));
     if (config.dump_path.empty() || config.steps.all() || config.force) return;
     const int64_t remaining = config.steps.countIn(finished_step + 1, std::numeric_limits<int64_t>::max());
     Status s = spaceShortfall({{config.dump_path, step_bytes}}, remaining);
     if (s.isOk()) return;
     halted = true;
     error = s;
-    std::fprintf(stderr, "npuscope: dump stopped: %s\n", error.message().c_str());
+    consoleLine(stderr, "npuscope: dump stopped: " + error.message());
   }
 
   void before(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {

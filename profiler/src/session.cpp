@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "npuscope/core/clock.h"
+#include "npuscope/core/console.h"
 #include "npuscope/core/trace_writer.h"
 #include "npuscope/device/runtime.h"
 #include "npuscope/dumper/dumper.h"
@@ -152,8 +153,7 @@ void RecordingSession::step(const StepMetrics& m) {
     const Status failed = s.writer->error();
     if (!failed.isOk()) {
       s.told_write_error = true;
-      std::fprintf(stderr, "npuscope: warning: %s; the run goes on unrecorded\n",
-                   failed.message().c_str());
+      consoleLine(stderr, "npuscope: warning: " + failed.message() + "; the run goes on unrecorded");
     }
   }
   ++s.step;

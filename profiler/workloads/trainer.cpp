@@ -15,6 +15,7 @@
 
 #include "npuscope/amp/amp.h"
 #include "npuscope/core/clock.h"
+#include "npuscope/core/console.h"
 #include "npuscope/device/npu.h"
 #include "npuscope/dumper/dumper.h"
 #include "npuscope/optim/fused_optimizers.h"
@@ -391,7 +392,7 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
       profiler::RecordingSession* s = session.get();
       amp::setOverflowObserver([s](const amp::OverflowEvent& e) { s->overflow(e.source, e.op_name, e.detail); });
     }
-    amp::setLogSink([](const std::string& line) { std::fprintf(stderr, "npuscope: amp: %s\n", line.c_str()); });
+    amp::setLogSink([](const std::string& line) { consoleLine(stderr, "npuscope: amp: " + line); });
 
     dumper::Dumper& dump = dumper::Dumper::instance();
     if (o.dump) {

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
+#include <pty.h>
+#include <unistd.h>
 
+#include "npuscope/core/console.h"
 #include "npuscope/core/format.h"
 #include "npuscope/core/status.h"
 
@@ -45,6 +48,33 @@ TEST(Format, Durations) {
   EXPECT_EQ(formatDuration(1234567), "1.235ms");
   EXPECT_EQ(formatDuration(2500000000), "2.500s");
   EXPECT_EQ(formatDuration(-1500), "-1.500us");
+}
+
+// What a terminal and a pipe receive: on the terminal the line first clears the progress bar's
+// line ("\r" then ESC [K); through a pipe it is the line alone.
+TEST(ConsoleLine, ClearsAProgressBarOnATerminalOnly) {
+  int master = -1, slave = -1;
+  ASSERT_EQ(::openpty(&master, &slave, nullptr, nullptr, nullptr), 0);
+  std::FILE* tty = ::fdopen(slave, "w");
+  ASSERT_NE(tty, nullptr);
+  std::fputs("\r[#####     ] 5/10", tty);
+  consoleLine(tty, "npuscope: warning: the disk is full");
+  std::fclose(tty);
+  char buf[256];
+  const ssize_t n = ::read(master, buf, sizeof buf);
+  ::close(master);
+  ASSERT_GT(n, 0);
+  // The terminal turns "\n" into "\r\n" (onlcr).
+  EXPECT_EQ(std::string(buf, static_cast<size_t>(n)), "\r[#####     ] 5/10\r\033[Knpuscope: warning: the disk is full\r\n");
+
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::FILE* pipe = ::fdopen(fds[1], "w");
+  consoleLine(pipe, "npuscope: warning: the disk is full");
+  std::fclose(pipe);
+  const ssize_t m = ::read(fds[0], buf, sizeof buf);
+  ::close(fds[0]);
+  EXPECT_EQ(std::string(buf, static_cast<size_t>(std::max<ssize_t>(m, 0))), "npuscope: warning: the disk is full\n");
 }
 
 }  // namespace
