@@ -9,14 +9,16 @@ import textwrap
 from conftest import query
 
 TRAIN = textwrap.dedent("""
-    import sys, torch
+    import os, sys, time, torch
     import npuscope
     m = torch.nn.Linear(8, 2).npu()
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
     x = torch.randn(16, 8, device="npu")
+    pause = float(os.environ.get("TRAIN_STEP_SLEEP", "0"))  # seconds a step, to slow a run down
     for i in range(int(sys.argv[1])):
         loss = m(x).square().mean()
         opt.zero_grad(); loss.backward(); opt.step()
+        time.sleep(pause)
     print("trained", sys.argv[1:])
     if len(sys.argv) > 2:
         if sys.argv[2] == "raise":
@@ -110,26 +112,13 @@ def test_sigterm_ends_the_run_failed_with_everything_kept(cli, tmp_path):
     assert query(db, "PRAGMA integrity_check") == [("ok",)]
 
 
-SLOW_TRAIN = textwrap.dedent("""
-    import sys, time, torch
-    import npuscope
-    m = torch.nn.Linear(8, 2).npu()
-    opt = torch.optim.SGD(m.parameters(), lr=0.1)
-    x = torch.randn(16, 8, device="npu")
-    for i in range(int(sys.argv[1])):
-        loss = m(x).square().mean()
-        opt.zero_grad(); loss.backward(); opt.step()
-        time.sleep(0.001)  # ~3 s in all on any machine: the writer commits (and fills the disk) meanwhile
-    print("trained", sys.argv[1:])
-""")
-
-
 def test_a_full_disk_is_told_when_it_happens_and_the_scripts_own_status_kept(cli, tmp_path):
     """The trace file's disk fills while the script trains (an injected 2 MiB disk): one warning
     when a step finds it, the script goes on to its end, the run keeps what was committed and ends
     failed with the reason; `npuscope run` exits 1 and tells the script's own status (0) apart."""
-    (tmp_path / "train.py").write_text(SLOW_TRAIN)
-    env = dict(os.environ, NPUSCOPE_FAULT_DISK_BYTES="2M")
+    (tmp_path / "train.py").write_text(TRAIN)
+    # 1 ms a step, ~3 s in all on any machine: the writer commits (and fills the disk) meanwhile.
+    env = dict(os.environ, NPUSCOPE_FAULT_DISK_BYTES="2M", TRAIN_STEP_SLEEP="0.001")
     r = subprocess.run([cli, "run", "--db", "run.db", "--no-report", "--", "train.py", "3000"], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 1, r.stderr
