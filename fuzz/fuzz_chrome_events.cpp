@@ -25,7 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const char* p = text.data();
   const char* end = p + size;
   const bool ascend = size >= 10 && std::memcmp(p, "#torch_npu", 10) == 0;
-  TraceModel model(ascend ? "torch_npu" : "kineto", kPath);
+  npuscope::StringTable strings;  // an input's names, as an import keeps its own
+  TraceModel model(ascend ? "torch_npu" : "kineto", kPath, strings);
   for (int64_t offset = 0; p < end;) {
     const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
     const size_t n = static_cast<size_t>((nl ? nl : end) - p);

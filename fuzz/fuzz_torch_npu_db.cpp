@@ -20,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (f == nullptr) return 0;
   std::fwrite(data, 1, size, f);
   std::fclose(f);
-  TraceModel model("torch_npu", db);
+  npuscope::StringTable strings;  // an input's names, as an import keeps its own
+  TraceModel model("torch_npu", db, strings);
   TorchNpuDbRun run;
   const npuscope::Status read = readTorchNpuDb(db, model, &run, {});
   if (!read.isOk()) {

@@ -521,8 +521,9 @@ Status TraceWriter::error() const {
 }
 
 Status TraceWriter::writeNewStrings() {
-  // Process-wide string ids differ from the ids already in this file: map them.
-  auto fresh = StringTable::global().since(strings_written_ + 1);
+  // The table's string ids differ from the ids already in this file: map them.
+  const StringTable& table = options_.strings != nullptr ? *options_.strings : StringTable::global();
+  auto fresh = table.since(strings_written_ + 1);
   for (const std::string& s : fresh) {
     sqlite3_stmt* st = statements_.insert_string_.get();
     sqlite3_bind_text(st, 1, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);

@@ -567,12 +567,13 @@ StatusOr<Summary> importPath(const std::string& path, const std::string& db, con
   for (const RankSource& r : ranks) total += fileSize(mainFileOf(r));
   // Rank by rank: read it whole, then write it as one run; a rank that fails to read leaves
   // no run behind (and the file is not created when the first one fails).
+  StringTable strings;  // this import's names (every rank's: they share one writer, which it outlives)
   std::unique_ptr<TraceWriter> writer;
   Summary summary;
   tracePhase("start");
   for (size_t i = 0; i < ranks.size(); ++i) {
     const RankSource& r = ranks[i];
-    TraceModel model(r.format == "kineto" ? "kineto" : "torch_npu", r.path);
+    TraceModel model(r.format == "kineto" ? "kineto" : "torch_npu", r.path, strings);
     JsonEventStream stream;
     int64_t this_file = 0;
     JsonEventStream::ProgressFn progress = [&](int64_t done, int64_t) {
@@ -594,6 +595,7 @@ StatusOr<Summary> importPath(const std::string& path, const std::string& db, con
     if (!writer) {
       TraceWriter::Options wo;
       wo.page_cache_kib = 8192;  // the import's memory is its events; 8 MB writes as fast here
+      wo.strings = &strings;
       ASSIGN_OR_RETURN(writer, TraceWriter::open(db, wo));
     }
     RunSummary run;

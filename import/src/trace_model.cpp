@@ -254,7 +254,7 @@ uint32_t TraceModel::cachedId(int kind, std::string_view raw, Make make) {
   for (auto it = range.first; it != range.second; ++it) {
     if (cache_texts_[it->second.text] == raw) return it->second.id;
   }
-  const uint32_t id = StringTable::global().intern(make());
+  const uint32_t id = strings_.intern(make());
   cache_texts_.emplace_back(raw);
   cache_.emplace(h, Cached{id, static_cast<uint32_t>(cache_texts_.size() - 1)});
   return id;
@@ -339,7 +339,7 @@ void TraceModel::addEvent(const EventFields& e) {
   } else if (e.count && !e.data_type.empty() && dtypeBytes(e.data_type) > 0) {
     bytes_of_[index] = *e.count * dtypeBytes(e.data_type);
   }
-  StringTable& strings = StringTable::global();
+  StringTable& strings = strings_;
   if (!e.group.empty()) group_of_[index] = strings.intern(e.group);
   r.name_id = cachedId(0, e.name, [&] { return std::string(e.name); });
   r.cat = catOf(e.cat);
@@ -404,7 +404,7 @@ Status TraceModel::classify() {
 
 Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
   RETURN_IF_ERROR(classify());
-  StringTable& strings = StringTable::global();
+  StringTable& strings = strings_;
   const bool ascend = source_ == "torch_npu";
   std::vector<uint8_t>& kind = kind_;
   auto tidOf = [&](const Raw& r) { return lanes_[r.lane].second; };

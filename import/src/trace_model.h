@@ -15,6 +15,7 @@
 
 #include "npuscope/core/records.h"
 #include "npuscope/core/status.h"
+#include "npuscope/core/string_table.h"
 #include "npuscope/import/import.h"
 
 namespace npuscope {
@@ -55,7 +56,11 @@ struct TaskDetail {
 
 class TraceModel {
  public:
-  TraceModel(std::string source, std::string path) : source_(std::move(source)), path_(std::move(path)) {}
+  // Names are interned into `strings`, which outlives the model and is the table its writer
+  // is opened with (TraceWriter::Options::strings): one per import, so that what one import
+  // read neither stays in the process nor reaches the next import's file.
+  TraceModel(std::string source, std::string path, StringTable& strings)
+      : source_(std::move(source)), path_(std::move(path)), strings_(strings) {}
 
   void addEvent(const EventFields& e);
   // A torch_npu memory_record.csv sample (bytes; device index).
@@ -117,6 +122,7 @@ class TraceModel {
   void matchTaskDetails();
 
   std::string source_, path_;
+  StringTable& strings_;
   std::string metadata_json_ = "{}";
   int64_t rank_ = -1, world_size_ = -1;
   int32_t default_device_ = 0;
@@ -152,7 +158,7 @@ class TraceModel {
   std::unordered_multimap<uint64_t, Cached> cache_;
   std::vector<std::string> cache_texts_;
   std::unordered_map<uint32_t, int64_t> queue_of_, bytes_of_;  // event index -> task-queue id / bytes
-  std::unordered_map<uint32_t, uint32_t> group_of_;            // event index -> StringTable id
+  std::unordered_map<uint32_t, uint32_t> group_of_;            // event index -> strings_ id
   std::map<std::string, int64_t> skipped_;                  // what was skipped -> count
   std::vector<std::string> extra_notes_;
   int64_t memory_events_cpu_ = 0;

@@ -141,6 +141,28 @@ TEST_F(ImportTest, KinetoSampleLinksTheKernelToItsLaunch) {
   EXPECT_TRUE(noted);
 }
 
+// Two imports in one process (the workbench converts one trace after another): the second file's
+// strings are its own, none of the first trace's names (torch_npu's aten:: ops; the Kineto
+// sample has none) ride along, and its ops still read their names.
+TEST_F(ImportTest, AnImportWritesOnlyItsOwnStrings) {
+  const std::string first = path("first.db"), second = path("second.db");
+  ASSERT_TRUE(importPath(kAscend, first).isOk());
+  ASSERT_GT(q(first, "SELECT count(*) FROM strings WHERE value LIKE 'aten::%'"), 10);
+  ASSERT_TRUE(importPath(kKineto, second).isOk());
+  EXPECT_EQ(q(second, "SELECT count(*) FROM strings WHERE value LIKE 'aten::%'"), 0);
+  // Every string the file holds is a name, category or type written in the trace it came from.
+  std::ifstream in(kKineto);
+  const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const int64_t n = q(second, "SELECT count(*) FROM strings");
+  EXPECT_GE(n, 10);  // 5 op names, 3 task names, 2 task types
+  for (int64_t i = 0; i < n; ++i) {
+    const std::string value = qs(second, "SELECT value FROM strings ORDER BY id LIMIT 1 OFFSET " + std::to_string(i));
+    EXPECT_NE(source.find(value), std::string::npos) << "'" << value << "' is not in " << kKineto;
+  }
+  EXPECT_EQ(qs(second, "SELECT group_concat(name, ',') FROM (SELECT name FROM ops ORDER BY start_ns, id)"),
+            "op1,cudaLaunchKernel,op_record,op_wait,op_evt_sync");
+}
+
 // Kineto 2021: Operator / Runtime / Kernel / Memcpy, string tids, no top-level keys but traceEvents.
 TEST_F(ImportTest, Kineto2021NamesAndNoMetadata) {
   const std::string f = write("old.json", R"({"traceEvents": [

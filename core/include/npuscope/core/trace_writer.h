@@ -31,6 +31,8 @@ class DiskFaults;
 // records `data_encoded`.
 bool encodeDumpPayload(const uint8_t* data, size_t size, std::vector<uint8_t>* frame);
 
+class StringTable;
+
 class TraceWriter {
  public:
   struct Options {
@@ -41,6 +43,9 @@ class TraceWriter {
     // SQLite's page cache of the writing connection: the indexes of a long run outgrow the
     // default 2 MB; an importer, which writes no indexed hot path, takes less.
     int64_t page_cache_kib = 65536;
+    // The table the records' string ids (op names, task types) are from; null: the process's
+    // (StringTable::global(), which recording interns into). It must outlive the writer.
+    const StringTable* strings = nullptr;
   };
 
   // Opens (creating or migrating) `path` and starts the writer thread. With
