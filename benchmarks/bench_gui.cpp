@@ -71,8 +71,12 @@ std::string generatedFile(const char* name, int64_t ops, int blocks) {
     int64_t probe_ops = 0;
     if (pr.isOk()) {
       auto rd = npuscope::TraceReader::open(probe);
-      auto threads = rd.isOk() ? rd.value()->threads(pr.value().run_id) : rd.status();
-      for (const auto& t : threads.value()) probe_ops += t.op_count;
+      if (rd.isOk()) {
+        auto threads = rd.value()->threads(pr.value().run_id);
+        if (threads.isOk()) {
+          for (const auto& t : threads.value()) probe_ops += t.op_count;
+        }
+      }
     }
     for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(probe + s);
     if (!pr.isOk() || probe_ops == 0) {
