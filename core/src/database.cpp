@@ -30,6 +30,8 @@ bool fileSize(const std::string& path, long long* size) {
 
 std::string sqliteError(sqlite3* db) { return db ? sqlite3_errmsg(db) : "out of memory"; }
 
+// How long a statement waits for another connection's lock before it fails.
+constexpr int kBusyTimeoutMs = 5000;
 
 }  // namespace
 
@@ -77,6 +79,40 @@ std::string whyNotWritable(const std::string& path) {
   }
   return "";
 }
+
+Status newerFileError(const std::string& path, int64_t version) {
+  return failedPrecondition(path + ": written by a newer npuscope (schema version " + std::to_string(version) +
+                            "; this build reads up to " + std::to_string(currentSchemaVersion()) + ")");
+}
+
+// The current schema as one script: every migration applied to an in-memory database and its
+// sqlite_master read back (what ALTER TABLE added is part of each table's CREATE text there),
+// tables first, then indexes, views and triggers, each in the order they were created. Built once
+// per process; "" if that failed (new files then run the migrations one by one).
+const std::string& currentSchemaScript() {
+  static const std::string script = [] {
+    sqlite3* raw = nullptr;
+    const int rc = sqlite3_open_v2(":memory:", &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+    ScopedDb db(raw);
+    if (rc != SQLITE_OK) return std::string();
+    for (const Migration& m : kMigrations) {
+      if (!execSql(db.get(), m.sql).isOk()) return std::string();
+    }
+    auto st = prepare(db.get(),
+                      "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
+                      "ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'index' THEN 1 WHEN 'view' THEN 2 ELSE 3 END, rowid");
+    if (!st.isOk()) return std::string();
+    std::string out;
+    int step;
+    while ((step = sqlite3_step(st->get())) == SQLITE_ROW) {
+      out += reinterpret_cast<const char*>(sqlite3_column_text(st->get(), 0));
+      out += ";\n";
+    }
+    return step == SQLITE_DONE ? out : std::string();
+  }();
+  return script;
+}
+
 }  // namespace
 
 StatusOr<ScopedDb> openTraceDatabase(const std::string& path, OpenMode mode, const char* vfs) {
@@ -111,27 +147,32 @@ StatusOr<ScopedDb> openTraceDatabase(const std::string& path, OpenMode mode, con
     const std::string why = whyNotWritable(path);
     return ioError(path + ": cannot open for writing: " + (why.empty() ? "the file is read-only" : why));
   }
-  sqlite3_busy_timeout(db.get(), 5000);
+  sqlite3_busy_timeout(db.get(), kBusyTimeoutMs);
 
+  // Both in one read transaction: a file another process is creating is seen before or after.
+  const bool in_transaction = execSql(db.get(), "BEGIN").isOk();
   auto version = queryInt(db.get(), "PRAGMA user_version");
   auto tables = queryInt(db.get(), "SELECT count(*) FROM sqlite_master");
+  if (in_transaction) (void)execSql(db.get(), "COMMIT");
   if (!version.isOk() || !tables.isOk()) {
     const Status& s = version.isOk() ? tables.status() : version.status();
     return invalidArgument(path + ": corrupt database: " + s.message());
   }
-  // A truncated file: fewer bytes than its pages (only checkable when no WAL holds pages).
-  long long wal_size = 0;
-  if (!fileSize(path + "-wal", &wal_size) || wal_size == 0) {
+  // A truncated file: fewer bytes than its pages (only checkable when no WAL holds pages). The
+  // pages are counted before the WAL and the file's size are looked at: another process growing
+  // the file meanwhile does so from its WAL, which it removes only once the file has every page.
+  if (exists && size > 0) {
     auto pages = queryInt(db.get(), "PRAGMA page_count");
     auto page_size = queryInt(db.get(), "PRAGMA page_size");
-    if (pages.isOk() && page_size.isOk() && exists && size > 0 && *pages * *page_size > size) {
-      return invalidArgument(path + ": corrupt database: truncated (" + std::to_string(size) + " of " +
+    long long wal_size = 0, now_size = 0;
+    const bool no_wal = !fileSize(path + "-wal", &wal_size) || wal_size == 0;
+    if (pages.isOk() && page_size.isOk() && no_wal && fileSize(path, &now_size) && *pages * *page_size > now_size) {
+      return invalidArgument(path + ": corrupt database: truncated (" + std::to_string(now_size) + " of " +
                              std::to_string(*pages * *page_size) + " bytes)");
     }
   }
   if (*version > currentSchemaVersion()) {
-    return failedPrecondition(path + ": written by a newer npuscope (schema version " + std::to_string(*version) +
-                              "; this build reads up to " + std::to_string(currentSchemaVersion()) + ")");
+    return newerFileError(path, *version);
   }
   if (*version == 0 && *tables > 0) {
     return invalidArgument(path + ": not an npuscope trace file (an SQLite database without npuscope's schema)");
@@ -149,17 +190,56 @@ StatusOr<ScopedDb> openTraceDatabase(const std::string& path, OpenMode mode, con
   // (fewer B-tree pages and WAL frames per row; 64 KiB was slower again), measured with
   // bench_profiler's writer_rows_per_s.
   if (*tables == 0) RETURN_IF_ERROR(execSql(db.get(), "PRAGMA page_size=16384"));
-  RETURN_IF_ERROR(execSql(db.get(), "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
-  for (const Migration& m : kMigrations) {
-    if (m.version <= *version) continue;
-    Status s = execSql(db.get(), "BEGIN IMMEDIATE");
-    if (s.isOk()) s = execSql(db.get(), m.sql);
-    if (s.isOk()) s = execSql(db.get(), "PRAGMA user_version=" + std::to_string(m.version));
-    if (s.isOk()) s = execSql(db.get(), "COMMIT");
-    if (!s.isOk()) {
-      (void)execSql(db.get(), "ROLLBACK");
-      return ioError(path + ": migrating to schema version " + std::to_string(m.version) + " failed: " + s.message());
+  // Turning WAL on needs the file to itself for a moment, and fails at once (without waiting for
+  // the busy timeout) while another process opens it too: retried for as long as the timeout.
+  for (int waited_ms = 0;; waited_ms += 2) {
+    const Status s = execSql(db.get(), "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+    if (s.isOk()) break;
+    const int code = sqlite3_errcode(db.get());
+    if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) || waited_ms >= kBusyTimeoutMs) {
+      return ioError(path + ": cannot open for writing: " + s.message());
     }
+    sqlite3_sleep(2);
+  }
+  if (*version == currentSchemaVersion()) return db;
+  // Every pending migration in one transaction: the file is at its old version or at the current
+  // one, never between. A new file gets the current schema as one script instead (the migrations'
+  // ALTER TABLEs each reload the whole schema: creating a file took twice as long).
+  Status s = execSql(db.get(), "BEGIN IMMEDIATE");
+  // Another process (a rank of the same job) may have created or migrated the file meanwhile:
+  // the version that counts is the one read inside the transaction.
+  if (s.isOk()) {
+    auto now = queryInt(db.get(), "PRAGMA user_version");
+    if (now.isOk()) *version = *now;
+    else s = now.status();
+  }
+  if (s.isOk() && *version >= currentSchemaVersion()) {
+    (void)execSql(db.get(), "ROLLBACK");
+    if (*version == currentSchemaVersion()) return db;
+    return newerFileError(path, *version);
+  }
+  int failed_at = currentSchemaVersion();
+  const std::string& script = currentSchemaScript();
+  if (s.isOk() && *version == 0 && !script.empty()) {
+    s = execSql(db.get(), script);
+  } else {
+    for (const Migration& m : kMigrations) {
+      if (!s.isOk()) break;
+      if (m.version <= *version) continue;
+      failed_at = m.version;
+      s = execSql(db.get(), m.sql);
+    }
+    if (s.isOk()) failed_at = currentSchemaVersion();
+  }
+  if (s.isOk()) s = execSql(db.get(), "PRAGMA user_version=" + std::to_string(currentSchemaVersion()));
+  if (s.isOk()) s = execSql(db.get(), "COMMIT");
+  if (!s.isOk()) {
+    (void)execSql(db.get(), "ROLLBACK");
+    const std::string current = std::to_string(currentSchemaVersion());
+    if (*version == 0) return ioError(path + ": creating its tables (schema version " + current + ") failed: " + s.message());
+    return ioError(path + ": migrating from schema version " + std::to_string(*version) + " to " + current +
+                   " failed at version " + std::to_string(failed_at) + " (the file stays at version " +
+                   std::to_string(*version) + "): " + s.message());
   }
   return db;
 }

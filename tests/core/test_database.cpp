@@ -3,7 +3,11 @@
 
 #include <cstdio>
 #include <fstream>
+#include <atomic>
 #include <random>
+#include <thread>
+#include <string>
+#include <vector>
 
 #include "npuscope/core/database.h"
 #include "npuscope/core/trace_reader.h"
@@ -177,6 +181,106 @@ TEST(Database, SchemaTwoDumpsReadTheSameAfterMigrating) {
   auto data = (*r)->tensorDumpData((*rows)[0].id);
   ASSERT_TRUE(data.isOk());
   EXPECT_EQ(data->bytes, (std::vector<uint8_t>{7, 8, 9}));
+}
+
+// Every row of sqlite_master (type, name, table, CREATE text) and every column of every table.
+std::vector<std::string> schemaOf(sqlite3* db) {
+  std::vector<std::string> out;
+  auto st = prepare(db, "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master ORDER BY type, name");
+  EXPECT_TRUE(st.isOk());
+  if (!st.isOk()) return out;
+  std::vector<std::string> tables;
+  while (sqlite3_step(st->get()) == SQLITE_ROW) {
+    std::string row;
+    for (int c = 0; c < 4; ++c) row += std::string(reinterpret_cast<const char*>(sqlite3_column_text(st->get(), c))) + "|";
+    out.push_back(row);
+    if (row.compare(0, 6, "table|") == 0) tables.push_back(reinterpret_cast<const char*>(sqlite3_column_text(st->get(), 1)));
+  }
+  for (const std::string& t : tables) {
+    auto cols = prepare(db, "SELECT name, type, \"notnull\", coalesce(dflt_value, 'NULL'), pk FROM pragma_table_xinfo('" + t + "')");
+    EXPECT_TRUE(cols.isOk());
+    if (!cols.isOk()) continue;
+    while (sqlite3_step(cols->get()) == SQLITE_ROW) {
+      std::string row = t + ".";
+      for (int c = 0; c < 5; ++c) row += std::string(reinterpret_cast<const char*>(sqlite3_column_text(cols->get(), c))) + "|";
+      out.push_back(row);
+    }
+  }
+  return out;
+}
+
+// A new file is created from one script (the current schema), an old file by running its pending
+// migrations: both must end with the same schema. The old file starts from core/schema's first
+// migration as shipped.
+TEST(Database, ANewFileHasTheSchemaTheMigrationsBuild) {
+  std::ifstream in(std::string(NPUSCOPE_SCHEMA_DIR) + "/001_initial.sql");
+  ASSERT_TRUE(in) << NPUSCOPE_SCHEMA_DIR;
+  const std::string v1((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string old_path = tempPath("v1.db");
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(old_path.c_str(), &raw), SQLITE_OK);
+    ScopedDb db(raw);
+    ASSERT_TRUE(execSql(db.get(), v1 + ";PRAGMA user_version=1;").isOk());
+  }
+  auto migrated = openTraceDatabase(old_path, OpenMode::kReadWrite);
+  ASSERT_TRUE(migrated.isOk()) << migrated.status().message();
+  auto created = openTraceDatabase(tempPath("created.db"), OpenMode::kReadWrite);
+  ASSERT_TRUE(created.isOk()) << created.status().message();
+  EXPECT_EQ(scalar(migrated->get(), "PRAGMA user_version"), currentSchemaVersion());
+  EXPECT_EQ(scalar(created->get(), "PRAGMA user_version"), currentSchemaVersion());
+  const std::vector<std::string> want = schemaOf(migrated->get()), got = schemaOf(created->get());
+  EXPECT_GT(want.size(), 100u);  // tables, indexes, the view and their columns
+  EXPECT_EQ(got, want);
+}
+
+// A file whose migration fails part-way stays at its old version, whole: no migration before the
+// failing one is left applied. (Here the schema-4 file already has the column schema 6 adds.)
+TEST(Database, AFailedMigrationLeavesTheFileAtItsOldVersion) {
+  const std::string p = tempPath("v4.db");
+  {
+    auto db = openTraceDatabase(p, OpenMode::kReadWrite);
+    ASSERT_TRUE(db.isOk());
+    ASSERT_TRUE(execSql(db->get(),
+                        "ALTER TABLE runs DROP COLUMN source; ALTER TABLE runs DROP COLUMN source_path;"
+                        "ALTER TABLE runs DROP COLUMN rank; ALTER TABLE runs DROP COLUMN world_size;"
+                        "DROP TABLE device_tasks; ALTER TABLE op_events DROP COLUMN host_sync;"
+                        "DROP TABLE collectives; ALTER TABLE runs DROP COLUMN job;"
+                        "PRAGMA user_version = 4;")
+                    .isOk());
+  }
+  auto r = openTraceDatabase(p, OpenMode::kReadWrite);
+  ASSERT_FALSE(r.isOk());
+  EXPECT_NE(r.status().message().find(p + ": migrating from schema version 4 to " + std::to_string(currentSchemaVersion()) +
+                                        " failed at version 6 (the file stays at version 4): duplicate column name: op_id"),
+            std::string::npos)
+      << r.status().message();
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(p.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  ScopedDb db(raw);
+  EXPECT_EQ(scalar(db.get(), "PRAGMA user_version"), 4);
+  EXPECT_EQ(scalar(db.get(), "SELECT count(*) FROM sqlite_master WHERE name = 'device_tasks'"), 0);
+  EXPECT_EQ(scalar(db.get(), "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'source'"), 0);
+}
+
+// The ranks of a job may open one new file at the same moment: each gets it, created once.
+TEST(Database, TwoWritersCreatingOneFileAtOnceBothOpenIt) {
+  for (int round = 0; round < 40; ++round) {
+    const std::string p = tempPath("together.db");
+    Status results[2];
+    std::atomic<int> ready{0};
+    auto open = [&](int i) {
+      ready.fetch_add(1);
+      while (ready.load() < 2) {
+      }
+      auto db = openTraceDatabase(p, OpenMode::kReadWrite);
+      results[i] = db.isOk() ? Status::ok() : db.status();
+    };
+    std::thread a(open, 0), b(open, 1);
+    a.join();
+    b.join();
+    for (const Status& s : results) ASSERT_TRUE(s.isOk()) << "round " << round << ": " << s.message();
+  }
 }
 
 TEST(Database, ForeignSqliteDatabaseIsRefused) {
