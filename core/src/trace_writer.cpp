@@ -1000,7 +1000,10 @@ void TraceWriter::run() {
           if (free_buffers_.size() < options_.max_queued_buffers) free_buffers_.push_back(std::move(*buf));
         }
       }
-      if (!s.isOk() && error_.isOk()) error_ = s;
+      if (!s.isOk() && error_.isOk()) {
+        error_ = s;
+        failed_.store(true, std::memory_order_release);
+      }
       if (!in_txn_) committed_seq_ = seq;
       pending_records_ -= batch_records;
       pending_dump_bytes_ -= batch_dump_bytes;

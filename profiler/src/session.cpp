@@ -148,13 +148,10 @@ void RecordingSession::step(const StepMetrics& m) {
     recorder::flushAll();
     if (s.options.max_backlog_records > 0) s.throttled_ns += s.writer->waitForBacklog(s.options.max_backlog_records);
   }
-  if (!s.told_write_error) {
+  if (!s.told_write_error && s.writer->failed()) {
     // Recording stopped (a full disk): told now, not only when the run ends hours later.
-    const Status failed = s.writer->error();
-    if (!failed.isOk()) {
-      s.told_write_error = true;
-      consoleLine(stderr, "npuscope: warning: " + failed.message() + "; the run goes on unrecorded");
-    }
+    s.told_write_error = true;
+    consoleLine(stderr, "npuscope: warning: " + s.writer->error().message() + "; the run goes on unrecorded");
   }
   ++s.step;
   s.step_start_ns = nowNs();

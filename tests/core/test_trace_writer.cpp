@@ -348,8 +348,10 @@ TEST(TraceWriter, SharingAPayloadNoRowOfTheStepHoldsIsAnError) {
   op2.push_back(dumpRow(1, "input", 0, {}, 0, 7));  // key 7 belongs to step 0
   (*w)->addTensorDumps(std::move(op1));
   ASSERT_TRUE((*w)->flush().isOk());
+  EXPECT_FALSE((*w)->failed());
   (*w)->addTensorDumps(std::move(op2));
   EXPECT_FALSE((*w)->flush().isOk());
+  EXPECT_TRUE((*w)->failed());
   const std::string m = (*w)->error().message();
   EXPECT_NE(m.find("relu.0.forward input 0 shares payload 7"), std::string::npos) << m;
   w->reset();

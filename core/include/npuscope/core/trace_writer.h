@@ -109,6 +109,8 @@ class TraceWriter {
   uint64_t writtenOps() const { return written_ops_.load(); }
   // The first write error, if any (the writer stops writing after it; data before it is kept).
   Status error() const;
+  // Whether there is one: a load, no lock (for a check every step).
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
 
  private:
   struct BeginCmd {
@@ -190,6 +192,7 @@ class TraceWriter {
   bool stop_ = false;
   bool wake_ = false;  // something queued wants the writer before its commit interval is up
   Status error_;
+  std::atomic<bool> failed_{false};  // set once error_ is
   std::vector<std::unique_ptr<OpBuffer>> free_buffers_;
 
   std::atomic<int64_t> run_id_{-1};
