@@ -68,12 +68,17 @@ namespace {
 std::string whyNotWritable(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (!exists) {
+    struct stat dst {};
+    if (::stat(dir.c_str(), &dst) != 0) return dir + ": no such folder";
+    if (!S_ISDIR(dst.st_mode)) return dir + ": not a folder";
+  }
   struct statvfs fs {};
   if (::statvfs(dir.c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY) != 0) {
     return "the filesystem holding " + dir + " is mounted read-only";
   }
-  struct stat st {};
-  const bool exists = ::stat(path.c_str(), &st) == 0;
   if (::access(exists ? path.c_str() : dir.c_str(), W_OK) != 0) {
     return std::string("no write permission on ") + (exists ? path : dir) + " (" + std::strerror(errno) + ")";
   }

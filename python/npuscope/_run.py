@@ -15,9 +15,17 @@ import sys
 import traceback
 
 
+def _error(what):
+    """One line as the CLI's other commands say it: ``npuscope: error: <what>`` (a recording's
+    own prefix, ``npuscope.profile: ``, is for scripts that use the API)."""
+    line = str(what)
+    prefix = "npuscope.profile: "
+    print("npuscope: error: " + (line[len(prefix):] if line.startswith(prefix) else line), file=sys.stderr)
+
+
 def main(argv):
     if "--" not in argv:
-        print("npuscope run: expected '-- script.py [args...]'", file=sys.stderr)
+        _error("run: expected '-- script.py [args...]'")
         return 2
     cut = argv.index("--")
     parser = argparse.ArgumentParser(prog="npuscope run")
@@ -29,11 +37,11 @@ def main(argv):
     opts = parser.parse_args(argv[:cut])
     script_argv = argv[cut + 1:]
     if not script_argv:
-        print("npuscope run: no script given after '--'", file=sys.stderr)
+        _error("run: no script given after '--'")
         return 2
     script = script_argv[0]
     if not os.path.isfile(script):
-        print(f"npuscope run: {script}: no such script", file=sys.stderr)
+        _error(f"run: {script}: no such script")
         return 2
 
     import npuscope
@@ -44,7 +52,7 @@ def main(argv):
                                 command="run " + " ".join(script_argv))
         prof.start()
     except (RuntimeError, ValueError, OSError) as e:
-        print(f"npuscope run: {e}", file=sys.stderr)
+        _error(e)
         return 1
     if opts.run_id_file:
         with open(opts.run_id_file, "w") as f:
@@ -83,7 +91,7 @@ def main(argv):
     try:
         prof.stop(status, results)
     except RuntimeError as e:
-        print(f"npuscope run: {e}", file=sys.stderr)
+        _error(e)
         recording_failed = True
     if opts.run_id_file:  # for `npuscope run`: whether the recording failed, the script's own status
         with open(opts.run_id_file, "a") as f:

@@ -283,6 +283,20 @@ TEST(Database, TwoWritersCreatingOneFileAtOnceBothOpenIt) {
   }
 }
 
+// A file that cannot be created because its folder is not there says so (not "no write
+// permission").
+TEST(Database, AFolderThatIsNotThereIsNamed) {
+  const std::string file = tempPath("plain_file");
+  std::ofstream(file) << "x";
+  const std::string missing = testing::TempDir() + "/npuscope_db_no_such_folder";
+  for (const auto& [path, why] : {std::pair<std::string, std::string>{missing + "/t.db", missing + ": no such folder"},
+                                  {file + "/t.db", file + ": not a folder"}}) {
+    auto r = openTraceDatabase(path, OpenMode::kReadWrite);
+    ASSERT_FALSE(r.isOk()) << path;
+    EXPECT_EQ(r.status().message(), path + ": cannot open for writing: " + why);
+  }
+}
+
 TEST(Database, ForeignSqliteDatabaseIsRefused) {
   const std::string p = tempPath("foreign.db");
   {

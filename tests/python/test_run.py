@@ -68,6 +68,11 @@ def test_bad_invocations_fail_with_one_line(cli, tmp_path):
     (tmp_path / "acl.json").write_text("{")
     r = npuscope_run(cli, tmp_path, "--dump-config", "acl.json", "--", "t.py")
     assert r.returncode == 1 and "acl.json" in r.stderr and "hi" not in r.stdout
+    assert r.stderr.startswith("npuscope: error: ") and r.stderr.count("\n") == 1, r.stderr
+    r = npuscope_run(cli, tmp_path, "--db", "no_such_folder/run.db", "--", "t.py")
+    assert r.returncode == 1 and "hi" not in r.stdout
+    assert r.stderr == ("npuscope: error: no_such_folder/run.db: cannot open for writing: "
+                        "no_such_folder: no such folder\n"), r.stderr
 
 
 def test_an_unmodified_cuda_script_runs_through_transfer_to_npu(cli, examples, tmp_path):
@@ -129,7 +134,9 @@ def test_a_full_disk_is_told_when_it_happens_and_the_scripts_own_status_kept(cli
     m = re.search(r"; recording stopped (after step (\d+): what came later \(ops, steps, dumps\) is not in the file|"
                   r"before the first step was committed); the run goes on unrecorded$", warnings[0])
     assert m, warnings[0]
-    assert r.stderr.index(warnings[0]) < r.stderr.index("npuscope run: npuscope.profile: ")  # told before the end
+    errors = [line for line in r.stderr.splitlines() if line.startswith("npuscope: error: ")]
+    assert len(errors) == 1 and errors[0].startswith("npuscope: error: " + str(tmp_path / "run.db") + ": "), r.stderr
+    assert r.stderr.index(warnings[0]) < r.stderr.index(errors[0])  # told before the end
     assert "(script exit status 0; exit status 1: the recording failed)" in r.stderr
     db = str(tmp_path / "run.db")
     (status, results), = query(db, "SELECT status, results_json FROM runs")
