@@ -764,7 +764,11 @@ Status TraceWriter::write(Item& item) {
     return Status::ok();
   }
   if (auto* e = std::get_if<EndCmd>(&item)) {
-    if (!failure_.empty()) return Status::ok();  // the run stays failed with its reason
+    if (!failure_.empty()) {  // the run stays failed with its reason
+      keepEndResults(*e);
+      markRunFailed();
+      return Status::ok();
+    }
     sqlite3_stmt* st = statements_.end_run_.get();
     sqlite3_bind_int64(st, 1, e->ended_ns < 0 ? nowNs() : e->ended_ns);
     sqlite3_bind_text(st, 2, e->status.data(), static_cast<int>(e->status.size()), SQLITE_TRANSIENT);
@@ -913,17 +917,27 @@ Status TraceWriter::abandonAfterError(const Status& error) {
   return Status(error.code(), message);
 }
 
+void TraceWriter::keepEndResults(const EndCmd& end) {
+  end_results_ = end.results;
+  failure_marked_ = false;  // marked again, with them
+}
+
 void TraceWriter::markRunFailed() {
   const int64_t run = run_id_.load();
   if (run < 0 || failure_.empty()) return;
+  // The reason is the row's "error"; the results the run ended with (a JSON object: the script's
+  // exit status, train's figures) are kept beside it. ended_ns stays when the recording stopped.
   auto st = prepare(db_.get(),
-                    "UPDATE runs SET ended_ns=?1, status='failed', results_json=json_object('error', ?2), "
-                    "dropped_records=?3 WHERE id=?4");
+                    "UPDATE runs SET ended_ns=coalesce(ended_ns, ?1), status='failed', results_json="
+                    "CASE WHEN NOT json_valid(?5) THEN json_object('error', ?2) WHEN json_type(?5) = 'object'"
+                    " THEN json_patch(?5, json_object('error', ?2)) ELSE json_object('error', ?2) END,"
+                    " dropped_records=?3 WHERE id=?4");
   if (!st.isOk()) return;
   sqlite3_bind_int64(st->get(), 1, nowNs());
   bindText(st->get(), 2, failure_);
   sqlite3_bind_int64(st->get(), 3, static_cast<int64_t>(dropped_.load()));
   sqlite3_bind_int64(st->get(), 4, run);
+  bindText(st->get(), 5, end_results_);
   failure_marked_ = stepStatement(db_.get(), st->get()).isOk();  // autocommit: one small write
 }
 
@@ -971,7 +985,10 @@ void TraceWriter::run() {
       }
       command |= std::holds_alternative<BeginCmd>(item) || std::holds_alternative<EndCmd>(item) ||
                  std::holds_alternative<FlushCmd>(item);
-      if (!s.isOk()) continue;
+      if (!s.isOk()) {
+        if (auto* end = std::get_if<EndCmd>(&item)) keepEndResults(*end);
+        continue;
+      }
       if (!in_txn_) {
         s = stepStatement(db_.get(), statements_.begin_.get());
         if (!s.isOk()) continue;

@@ -232,6 +232,13 @@ int main(int argc, char** argv) {
   // Ctrl-C / SIGTERM of train and infer: the loop stops before its next step (batch) and ends the
   // run "failed"; a second one ends the process at once (the next writer to open the file ends
   // that run then).
+  // Training (inference) went to its end but its recording failed (a full disk): after the
+  // summary, the error line, exit 1.
+  auto recordingFailed = [](const std::string& error) {
+    if (error.empty()) return 0;
+    std::fflush(stdout);
+    return fail(error);
+  };
   auto stopOnSignals = [] {
     for (int sig : {SIGINT, SIGTERM}) {
       std::signal(sig, [](int s) {
@@ -254,8 +261,11 @@ int main(int argc, char** argv) {
     std::printf("top-1 accuracy   %.4f\n", r->top1);
     std::printf("top-5 accuracy   %.4f (%lld samples)\n", r->top5, static_cast<long long>(r->samples));
     std::printf("throughput       %.0f samples/s (%.2f s)\n", r->samples_per_second, r->seconds);
-    if (r->run_id >= 0) std::printf("recorded         run %lld in %s\n", static_cast<long long>(r->run_id), inf.db.c_str());
-    return 0;
+    if (r->run_id >= 0) {
+      std::printf("recorded         run %lld in %s%s\n", static_cast<long long>(r->run_id), inf.db.c_str(),
+                  r->recording_error.empty() ? "" : ": failed, incomplete (the error below)");
+    }
+    return recordingFailed(r->recording_error);
   }
   if (train->parsed()) {
     if (nproc < 1 || nproc > 64) return fail("--nproc " + std::to_string(nproc) + ": expected 1 to 64 ranks");
@@ -313,7 +323,10 @@ int main(int argc, char** argv) {
     std::printf("throughput       %.0f samples/s (%.1f s)\n", r->samples_per_second, r->seconds);
     std::printf("npu:0 peak mem   %.1f MiB\n", static_cast<double>(mem.peak_allocated) / (1 << 20));
     if (!t.save.empty()) std::printf("checkpoint       %s\n", t.save.c_str());
-    if (r->run_id >= 0) {
+    if (r->run_id >= 0 && !r->recording_error.empty()) {
+      std::printf("recorded         run %lld in %s: failed, incomplete (the error below)\n",
+                  static_cast<long long>(r->run_id), t.db.c_str());
+    } else if (r->run_id >= 0) {
       std::printf("recorded         run %lld in %s (%llu ops", static_cast<long long>(r->run_id), t.db.c_str(),
                   static_cast<unsigned long long>(r->recorded_ops));
       if (r->dropped_records > 0) std::printf(", %llu dropped", static_cast<unsigned long long>(r->dropped_records));
@@ -331,6 +344,7 @@ int main(int argc, char** argv) {
       std::printf("; see: npuscope dump list %s\n", t.db.c_str());
       if (!r->dump_error.empty()) std::fprintf(stderr, "npuscope: warning: dumping stopped: %s\n", r->dump_error.c_str());
     }
+    return recordingFailed(r->recording_error);
   }
   return exit_code;
 }

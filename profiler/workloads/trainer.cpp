@@ -520,7 +520,9 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
                                  {"seconds", r.seconds},
                                  {"samples_per_second", r.samples_per_second}};
     if (!r.dump_error.empty()) results["dump_error"] = r.dump_error;  // dumping stopped, training did not
-    RETURN_IF_ERROR(session->stop("completed", results.dump()));
+    // A recording that failed before (a full disk) keeps these results beside its reason.
+    const Status stopped = session->stop("completed", results.dump());
+    if (!stopped.isOk()) r.recording_error = stopped.message();
   }
   return r;
 }
@@ -592,12 +594,13 @@ StatusOr<InferResult> infer(const InferOptions& o, const ProgressFn& progress) {
   }
   if (session) {
     r.run_id = session->runId();
-    RETURN_IF_ERROR(session->stop("completed", nlohmann::json{{"top1", r.top1},
-                                                              {"top5", r.top5},
-                                                              {"samples", r.samples},
-                                                              {"seconds", r.seconds},
-                                                              {"samples_per_second", r.samples_per_second}}
-                                                   .dump()));
+    const Status stopped = session->stop("completed", nlohmann::json{{"top1", r.top1},
+                                                                     {"top5", r.top5},
+                                                                     {"samples", r.samples},
+                                                                     {"seconds", r.seconds},
+                                                                     {"samples_per_second", r.samples_per_second}}
+                                                          .dump());
+    if (!stopped.isOk()) r.recording_error = stopped.message();
   }
   return r;
 }

@@ -78,6 +78,9 @@ struct TrainResult {
   uint64_t dumped_shared_bytes = 0;  // of those, stored in the trace file once (same bytes earlier in the step)
   std::string dump_directory;  // Ascend dump files, when the config has a dump_path
   std::string dump_error;      // why dumping stopped early, if it did
+  // The recording failed (its trace file's disk filled) while training went on to the end: what
+  // the file lacks and where the rest is. The run is marked failed; the caller reports it.
+  std::string recording_error;
 };
 
 // Progress callback: step (1-based), total steps, current loss, steps/s so far.
@@ -110,6 +113,7 @@ struct InferResult {
   int64_t samples = 0;
   double seconds = 0, samples_per_second = 0;
   int64_t run_id = -1;
+  std::string recording_error;  // as TrainResult's
 };
 
 // Evaluation as in the online-inference guide: load, eval(), no grad, top-1 / top-5.

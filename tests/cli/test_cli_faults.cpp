@@ -178,6 +178,14 @@ TEST(CliInjectedDiskFull, ATraceFileThatCannotGrowKeepsItsStepsAndEndsFailed) {
   EXPECT_EQ(sqlText(db, "SELECT status FROM runs"), "failed");
   const std::string why = sqlText(db, "SELECT json_extract(results_json, '$.error') FROM runs");
   EXPECT_NE(r.out.find(why), std::string::npos) << "the file says what the line says: " << why;
+  // Training went to its end: its summary is shown, then the error; the file keeps the results too.
+  const size_t summary = r.out.find("\ntest accuracy    0.");
+  EXPECT_NE(summary, std::string::npos) << r.out;
+  EXPECT_LT(summary, r.out.find("\nrecorded         run 1 in " + db + ": failed, incomplete (the error below)\n"
+                                "npuscope: error: "))
+      << r.out;
+  EXPECT_EQ(sqlInt(db, "SELECT json_extract(results_json, '$.steps') FROM runs"), 900);
+  EXPECT_GT(std::stod(sqlText(db, "SELECT json_extract(results_json, '$.test_accuracy') FROM runs")), 0.5);
   // A step after the failure tells it when it happens (ASignalAfterTheDiskFilledTellsBoth), once;
   // whether a step came after it depends on when the failing commit ran.
   EXPECT_LE(countLines(r.out, "npuscope: warning: "), 1) << r.out;

@@ -141,6 +141,7 @@ def test_a_full_disk_is_told_when_it_happens_and_the_scripts_own_status_kept(cli
     db = str(tmp_path / "run.db")
     (status, results), = query(db, "SELECT status, results_json FROM runs")
     assert status == "failed" and " is full " in json.loads(results)["error"]  # the first reason stays
+    assert json.loads(results)["exit_status"] == 0  # and what the script ended with
     assert query(db, "SELECT count(*) FROM steps")[0][0] == (int(m.group(2)) + 1 if m.group(2) else 0)
     assert query(db, "PRAGMA integrity_check") == [("ok",)]
 

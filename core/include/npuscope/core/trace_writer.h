@@ -162,11 +162,14 @@ class TraceWriter {
   } statements_;
 
   // After the first write error (writer thread only): the reason the run failed, whether the
-  // run row says so yet, and the last step whose row was committed.
+  // run row says so yet, and the last step whose row was committed. The results the run ended
+  // with (endRun after the error) join the row's results_json beside the reason.
   Status abandonAfterError(const Status& error);
   void markRunFailed();
+  void keepEndResults(const EndCmd& end);
   std::string failure_;
   bool failure_marked_ = false;
+  std::string end_results_;
   bool closed_ = false;
   std::string file_;  // the database file's path
   // "<file>: the filesystem of <dir> is full (<free or the injected disk>)".
