@@ -290,14 +290,13 @@ bool MainWindow::convertThen(const QString& source, bool sync, std::function<voi
     }
   };
   conns->push_back(connect(importer_, &TraceImport::finished, this,
-                           [this, done, then, name](const QString&, const QString& db, const QString& summary) {
+                           [this, done, then, name](const QString&, const QString& db, const QString& summary,
+                                                    const QString& warning) {
                              done();
                              last_import_summary_ = summary;
                              // A warning (a disk that filled at the last checkpoint) is not left in a
                              // tooltip; an error opening the file, shown after it, takes its place.
-                             for (const QString& line : summary.split('\n')) {
-                               if (line.startsWith(QLatin1String("warning: "))) showWarning(line.mid(9));
-                             }
+                             if (!warning.isEmpty()) showWarning(warning);
                              then(db);
                              status_->setText(tr("%1 converted to %2 \u2014 %3").arg(name, db, summary.section('\n', 0, 0)));
                              status_->setToolTip(summary);

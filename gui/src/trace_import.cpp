@@ -19,6 +19,7 @@ struct TraceImport::Outcome {
   bool cancelled = false;
   QString error;
   QString summary;
+  QString warning;
 };
 
 namespace {
@@ -149,7 +150,8 @@ std::shared_ptr<TraceImport::Outcome> TraceImport::run(const QString& source, co
     for (const std::string& n : s.notes) lines << QString::fromStdString(n);
   }
   if (!r.value().warning.empty()) {  // it names the file as written; it is moved to target below
-    lines << tr("warning: %1").arg(QString::fromStdString(r.value().warning).replace(partial, target));
+    out->warning = QString::fromStdString(r.value().warning).replace(partial, target);
+    lines << tr("warning: %1").arg(out->warning);
   }
   out->summary = lines.join('\n');
   // Into place: the old conversion and its stamp go first, the stamp of this one comes last.
@@ -172,7 +174,7 @@ std::shared_ptr<TraceImport::Outcome> TraceImport::run(const QString& source, co
 void TraceImport::deliver(const std::shared_ptr<Outcome>& o) {
   if (o->cancelled) emit cancelled(o->source);
   else if (!o->error.isEmpty()) emit failed(o->source, o->error);
-  else emit finished(o->source, o->target, o->summary);
+  else emit finished(o->source, o->target, o->summary, o->warning);
 }
 
 bool TraceImport::start(const QString& source, bool sync) {

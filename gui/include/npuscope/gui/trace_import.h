@@ -47,8 +47,9 @@ class TraceImport : public QObject {
 
  signals:
   // The npuscope file is ready at `db`; `summary` says what was imported (one line a rank,
-  // then the notes on what was skipped).
-  void finished(const QString& source, const QString& db, const QString& summary);
+  // then the notes on what was skipped, then the warning if any). `warning` is set when the
+  // file's last checkpoint found no room (its WAL must stay beside it), empty otherwise.
+  void finished(const QString& source, const QString& db, const QString& summary, const QString& warning);
   void failed(const QString& source, const QString& message);
   void cancelled(const QString& source);
 
