@@ -342,7 +342,10 @@ int main(int argc, char** argv) {
       std::printf(") into %s", t.db.c_str());
       if (!r->dump_directory.empty()) std::printf(" and %s", r->dump_directory.c_str());
       std::printf("; see: npuscope dump list %s\n", t.db.c_str());
-      if (!r->dump_error.empty()) std::fprintf(stderr, "npuscope: warning: dumping stopped: %s\n", r->dump_error.c_str());
+      if (!r->dump_error.empty()) {  // after the summary's lines, also when they go to a pipe
+        std::fflush(stdout);
+        std::fprintf(stderr, "npuscope: warning: dumping stopped: %s\n", r->dump_error.c_str());
+      }
     }
     return recordingFailed(r->recording_error);
   }

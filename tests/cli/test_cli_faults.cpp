@@ -156,6 +156,10 @@ TEST(CliInjectedDiskFull, DumpFilesFillDumpingStopsAndTheRunCompletes) {
   EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM steps"), 6);
   EXPECT_GT(sqlInt(db, "SELECT count(*) FROM ops WHERE step = 5"), 0);
   EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
+  // The summary ends with it again, after the summary's lines (stdout) also on a pipe.
+  const size_t reminder = r.out.find("\nnpuscope: warning: dumping stopped: dumping ");
+  ASSERT_NE(reminder, std::string::npos) << r.out;
+  EXPECT_LT(r.out.find("\ndumped           "), reminder) << r.out;
 }
 
 // The trace file and its WAL share 6 MiB: the run stops recording when they are full, keeps
