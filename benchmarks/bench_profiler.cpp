@@ -6,6 +6,8 @@
 //   ratio_overflow_attribution_vs_tracking  an overflowing fp16 CNN step with float-status tracking,
 //                                     the first overflowing op described and recorded / tracking only <= 1.05
 //   writer_rows_per_s                 sustained op rows into SQLite by the TraceWriter          >= 1e6
+//   ratio_new_file_vs_migrations      a new trace file (the current schema as one script) / the
+//                                     same file built from schema 1 by the migrations              <= 0.75
 //   report_seconds_10m_ops            the op table over a generated 10M-op file                <= 2
 // "No profiler" means the callbacks are not registered with libtorch at all; the blocks of the
 // two variants alternate (ratio.h), so the ratios hold even on a busy machine.
@@ -13,12 +15,14 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <cstdlib>
 #include <string>
 #include <unistd.h>
 
 #include "ratio.h"
 #include "npuscope/core/clock.h"
+#include "npuscope/core/database.h"
 #include "npuscope/core/string_table.h"
 #include "npuscope/core/trace_reader.h"
 #include "npuscope/core/trace_writer.h"
@@ -298,6 +302,47 @@ void BM_Report10MOps(benchmark::State& state) {
   state.counters["report_seconds_10m_ops"] = bench::medianOf(secs);
 }
 BENCHMARK(BM_Report10MOps)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+// A new trace file: openTraceDatabase gives it the current schema as one script; before, it ran
+// every migration from schema 1 (each ALTER TABLE reloads the whole schema). The migrations are
+// what an old file still takes: schema 1 from core/schema/001_initial.sql, then the rest.
+void BM_NewTraceFile(benchmark::State& state) {
+  std::ifstream in(std::string(NPUSCOPE_SCHEMA_DIR) + "/001_initial.sql");
+  const std::string v1((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (v1.empty()) {
+    state.SkipWithError("001_initial.sql not found");
+    return;
+  }
+  const std::string a = tempPath("new_file.db"), b = tempPath("migrated_file.db");
+  auto check = [](const StatusOr<ScopedDb>& db) {
+    if (!db.isOk()) {
+      std::fprintf(stderr, "bench_profiler: %s\n", db.status().message().c_str());
+      std::exit(1);
+    }
+  };
+  const RatioResult r = alternateBlocks(
+      state, [&] { removeFile(a); },
+      [&] {
+        removeFile(a);
+        check(openTraceDatabase(a, OpenMode::kReadWrite));
+      },
+      [&] { removeFile(b); },
+      [&] {
+        removeFile(b);
+        sqlite3* raw = nullptr;
+        sqlite3_open(b.c_str(), &raw);
+        ScopedDb v1_db(raw);
+        (void)execSql(v1_db.get(), "PRAGMA page_size=16384; PRAGMA journal_mode=WAL; BEGIN;" + v1 +
+                                       ";PRAGMA user_version=1; COMMIT;");
+        v1_db.reset();
+        check(openTraceDatabase(b, OpenMode::kReadWrite));
+      },
+      20);
+  removeFile(a);
+  removeFile(b);
+  bench::reportRatio(state, "ratio_new_file_vs_migrations", r, "new_file", "migrations");
+}
+BENCHMARK(BM_NewTraceFile)->Iterations(20)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace npuscope
