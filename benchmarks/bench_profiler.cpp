@@ -303,9 +303,10 @@ void BM_Report10MOps(benchmark::State& state) {
 }
 BENCHMARK(BM_Report10MOps)->Iterations(3)->Unit(benchmark::kMillisecond);
 
-// A new trace file: openTraceDatabase gives it the current schema as one script; before, it ran
-// every migration from schema 1 (each ALTER TABLE reloads the whole schema). The migrations are
-// what an old file still takes: schema 1 from core/schema/001_initial.sql, then the rest.
+// A new trace file: openTraceDatabase gives it the current schema as one script (written at build
+// time); before, it ran every migration from schema 1 (each ALTER TABLE reloads the whole
+// schema). The migrations are what an old file still takes: schema 1 from
+// core/schema/001_initial.sql, then the rest in one transaction.
 void BM_NewTraceFile(benchmark::State& state) {
   std::ifstream in(std::string(NPUSCOPE_SCHEMA_DIR) + "/001_initial.sql");
   const std::string v1((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 
 #include <cstdio>
 #include <cstring>
@@ -20,6 +21,9 @@ struct Migration {
 
 // Generated at configure time from core/schema/*.sql.
 #include "npuscope_migrations.inc"
+// kSchemaScript: the schema those migrations build, as one script (generated at build time by
+// core/tools/schema_script.cpp).
+#include "npuscope_schema_script.inc"
 
 bool fileSize(const std::string& path, long long* size) {
   struct stat st {};
@@ -72,7 +76,9 @@ std::string whyNotWritable(const std::string& path) {
   const bool exists = ::stat(path.c_str(), &st) == 0;
   if (!exists) {
     struct stat dst {};
-    if (::stat(dir.c_str(), &dst) != 0) return dir + ": no such folder";
+    if (::stat(dir.c_str(), &dst) != 0) {
+      return dir + (errno == ENOENT || errno == ENOTDIR ? ": no such folder" : std::string(": ") + std::strerror(errno));
+    }
     if (!S_ISDIR(dst.st_mode)) return dir + ": not a folder";
   }
   struct statvfs fs {};
@@ -88,34 +94,6 @@ std::string whyNotWritable(const std::string& path) {
 Status newerFileError(const std::string& path, int64_t version) {
   return failedPrecondition(path + ": written by a newer npuscope (schema version " + std::to_string(version) +
                             "; this build reads up to " + std::to_string(currentSchemaVersion()) + ")");
-}
-
-// The current schema as one script: every migration applied to an in-memory database and its
-// sqlite_master read back (what ALTER TABLE added is part of each table's CREATE text there),
-// tables first, then indexes, views and triggers, each in the order they were created. Built once
-// per process; "" if that failed (new files then run the migrations one by one).
-const std::string& currentSchemaScript() {
-  static const std::string script = [] {
-    sqlite3* raw = nullptr;
-    const int rc = sqlite3_open_v2(":memory:", &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
-    ScopedDb db(raw);
-    if (rc != SQLITE_OK) return std::string();
-    for (const Migration& m : kMigrations) {
-      if (!execSql(db.get(), m.sql).isOk()) return std::string();
-    }
-    auto st = prepare(db.get(),
-                      "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
-                      "ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'index' THEN 1 WHEN 'view' THEN 2 ELSE 3 END, rowid");
-    if (!st.isOk()) return std::string();
-    std::string out;
-    int step;
-    while ((step = sqlite3_step(st->get())) == SQLITE_ROW) {
-      out += reinterpret_cast<const char*>(sqlite3_column_text(st->get(), 0));
-      out += ";\n";
-    }
-    return step == SQLITE_DONE ? out : std::string();
-  }();
-  return script;
 }
 
 }  // namespace
@@ -161,6 +139,11 @@ StatusOr<ScopedDb> openTraceDatabase(const std::string& path, OpenMode mode, con
   if (in_transaction) (void)execSql(db.get(), "COMMIT");
   if (!version.isOk() || !tables.isOk()) {
     const Status& s = version.isOk() ? tables.status() : version.status();
+    const int code = sqlite3_errcode(db.get()) & 0xff;
+    if (code == SQLITE_BUSY || code == SQLITE_LOCKED) {
+      return ioError(path + ": busy: another process held it locked for " + std::to_string(kBusyTimeoutMs / 1000) +
+                     " s (" + s.message() + ")");
+    }
     return invalidArgument(path + ": corrupt database: " + s.message());
   }
   // A truncated file: fewer bytes than its pages (only checkable when no WAL holds pages). The
@@ -197,11 +180,13 @@ StatusOr<ScopedDb> openTraceDatabase(const std::string& path, OpenMode mode, con
   if (*tables == 0) RETURN_IF_ERROR(execSql(db.get(), "PRAGMA page_size=16384"));
   // Turning WAL on needs the file to itself for a moment, and fails at once (without waiting for
   // the busy timeout) while another process opens it too: retried for as long as the timeout.
-  for (int waited_ms = 0;; waited_ms += 2) {
+  const auto wal_start = std::chrono::steady_clock::now();
+  for (;;) {
     const Status s = execSql(db.get(), "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
     if (s.isOk()) break;
-    const int code = sqlite3_errcode(db.get());
-    if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) || waited_ms >= kBusyTimeoutMs) {
+    const int code = sqlite3_errcode(db.get()) & 0xff;
+    if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) ||
+        std::chrono::steady_clock::now() - wal_start >= std::chrono::milliseconds(kBusyTimeoutMs)) {
       return ioError(path + ": cannot open for writing: " + s.message());
     }
     sqlite3_sleep(2);
@@ -223,18 +208,16 @@ StatusOr<ScopedDb> openTraceDatabase(const std::string& path, OpenMode mode, con
     if (*version == currentSchemaVersion()) return db;
     return newerFileError(path, *version);
   }
-  int failed_at = currentSchemaVersion();
-  const std::string& script = currentSchemaScript();
-  if (s.isOk() && *version == 0 && !script.empty()) {
-    s = execSql(db.get(), script);
+  int failed_migration = 0;  // the migration whose SQL failed; 0: none did (the lock, the commit)
+  if (s.isOk() && *version == 0) {
+    s = execSql(db.get(), kSchemaScript);
   } else {
     for (const Migration& m : kMigrations) {
       if (!s.isOk()) break;
       if (m.version <= *version) continue;
-      failed_at = m.version;
       s = execSql(db.get(), m.sql);
+      if (!s.isOk()) failed_migration = m.version;
     }
-    if (s.isOk()) failed_at = currentSchemaVersion();
   }
   if (s.isOk()) s = execSql(db.get(), "PRAGMA user_version=" + std::to_string(currentSchemaVersion()));
   if (s.isOk()) s = execSql(db.get(), "COMMIT");
@@ -242,9 +225,9 @@ StatusOr<ScopedDb> openTraceDatabase(const std::string& path, OpenMode mode, con
     (void)execSql(db.get(), "ROLLBACK");
     const std::string current = std::to_string(currentSchemaVersion());
     if (*version == 0) return ioError(path + ": creating its tables (schema version " + current + ") failed: " + s.message());
-    return ioError(path + ": migrating from schema version " + std::to_string(*version) + " to " + current +
-                   " failed at version " + std::to_string(failed_at) + " (the file stays at version " +
-                   std::to_string(*version) + "): " + s.message());
+    return ioError(path + ": migrating from schema version " + std::to_string(*version) + " to " + current + " failed" +
+                   (failed_migration > 0 ? " at version " + std::to_string(failed_migration) : std::string()) +
+                   " (the file stays at version " + std::to_string(*version) + "): " + s.message());
   }
   return db;
 }

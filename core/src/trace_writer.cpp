@@ -1,5 +1,6 @@
 #include "npuscope/core/trace_writer.h"
 
+#include <nlohmann/json.hpp>
 #include <zstd.h>
 
 #include <fcntl.h>
@@ -764,11 +765,7 @@ Status TraceWriter::write(Item& item) {
     return Status::ok();
   }
   if (auto* e = std::get_if<EndCmd>(&item)) {
-    if (!failure_.empty()) {  // the run stays failed with its reason
-      keepEndResults(*e);
-      markRunFailed();
-      return Status::ok();
-    }
+    end_results_ = e->results;  // should this transaction's commit fail, the failed run keeps them
     sqlite3_stmt* st = statements_.end_run_.get();
     sqlite3_bind_int64(st, 1, e->ended_ns < 0 ? nowNs() : e->ended_ns);
     sqlite3_bind_text(st, 2, e->status.data(), static_cast<int>(e->status.size()), SQLITE_TRANSIENT);
@@ -922,22 +919,32 @@ void TraceWriter::keepEndResults(const EndCmd& end) {
   failure_marked_ = false;  // marked again, with them
 }
 
+// A failed run's results_json: the results it ended with (a JSON object: train's figures, a
+// script's exit_status), with "error" the write failure. An "error" of their own (why the run
+// itself ended failed: a signal, the script's exception) is kept as "end_error".
+std::string TraceWriter::failedResultsJson() const {
+  nlohmann::json out = nlohmann::json::object();
+  if (!end_results_.empty()) {
+    auto results = nlohmann::json::parse(end_results_, nullptr, /*allow_exceptions=*/false);
+    if (results.is_object()) out = std::move(results);
+  }
+  if (out.contains("error")) out["end_error"] = out["error"];
+  out["error"] = failure_;
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 void TraceWriter::markRunFailed() {
   const int64_t run = run_id_.load();
   if (run < 0 || failure_.empty()) return;
-  // The reason is the row's "error"; the results the run ended with (a JSON object: the script's
-  // exit status, train's figures) are kept beside it. ended_ns stays when the recording stopped.
+  // ended_ns stays when the recording stopped.
   auto st = prepare(db_.get(),
-                    "UPDATE runs SET ended_ns=coalesce(ended_ns, ?1), status='failed', results_json="
-                    "CASE WHEN NOT json_valid(?5) THEN json_object('error', ?2) WHEN json_type(?5) = 'object'"
-                    " THEN json_patch(?5, json_object('error', ?2)) ELSE json_object('error', ?2) END,"
-                    " dropped_records=?3 WHERE id=?4");
+                    "UPDATE runs SET ended_ns=coalesce(ended_ns, ?1), status='failed', results_json=?2, "
+                    "dropped_records=?3 WHERE id=?4");
   if (!st.isOk()) return;
   sqlite3_bind_int64(st->get(), 1, nowNs());
-  bindText(st->get(), 2, failure_);
+  bindText(st->get(), 2, failedResultsJson());
   sqlite3_bind_int64(st->get(), 3, static_cast<int64_t>(dropped_.load()));
   sqlite3_bind_int64(st->get(), 4, run);
-  bindText(st->get(), 5, end_results_);
   failure_marked_ = stepStatement(db_.get(), st->get()).isOk();  // autocommit: one small write
 }
 

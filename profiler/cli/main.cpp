@@ -263,7 +263,7 @@ int main(int argc, char** argv) {
     std::printf("throughput       %.0f samples/s (%.2f s)\n", r->samples_per_second, r->seconds);
     if (r->run_id >= 0) {
       std::printf("recorded         run %lld in %s%s\n", static_cast<long long>(r->run_id), inf.db.c_str(),
-                  r->recording_error.empty() ? "" : ": failed, incomplete (the error below)");
+                  r->recording_error.empty() ? "" : ": failed (the error below)");
     }
     return recordingFailed(r->recording_error);
   }
@@ -324,7 +324,7 @@ int main(int argc, char** argv) {
     std::printf("npu:0 peak mem   %.1f MiB\n", static_cast<double>(mem.peak_allocated) / (1 << 20));
     if (!t.save.empty()) std::printf("checkpoint       %s\n", t.save.c_str());
     if (r->run_id >= 0 && !r->recording_error.empty()) {
-      std::printf("recorded         run %lld in %s: failed, incomplete (the error below)\n",
+      std::printf("recorded         run %lld in %s: failed (the error below)\n",
                   static_cast<long long>(r->run_id), t.db.c_str());
     } else if (r->run_id >= 0) {
       std::printf("recorded         run %lld in %s (%llu ops", static_cast<long long>(r->run_id), t.db.c_str(),

@@ -185,7 +185,7 @@ TEST(CliInjectedDiskFull, ATraceFileThatCannotGrowKeepsItsStepsAndEndsFailed) {
   // Training went to its end: its summary is shown, then the error; the file keeps the results too.
   const size_t summary = r.out.find("\ntest accuracy    0.");
   EXPECT_NE(summary, std::string::npos) << r.out;
-  EXPECT_LT(summary, r.out.find("\nrecorded         run 1 in " + db + ": failed, incomplete (the error below)\n"
+  EXPECT_LT(summary, r.out.find("\nrecorded         run 1 in " + db + ": failed (the error below)\n"
                                 "npuscope: error: "))
       << r.out;
   EXPECT_EQ(sqlInt(db, "SELECT json_extract(results_json, '$.steps') FROM runs"), 900);

@@ -68,9 +68,12 @@ TEST(WriterReserve, ADiskFullAtACommitsFirstFrameStillEndsTheRunFailedAtOnce) {
   const int fd = ::open(filler.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   ASSERT_GE(fd, 0);
   std::vector<char> zeros(64 * 1024);
+  uint64_t filled = 0;
   for (;;) {
     iovec v{zeros.data(), zeros.size()};
-    if (f->writev(DiskFaults::kTraceWal, fd, &v, 1) <= 0) break;
+    const ssize_t n = f->writev(DiskFaults::kTraceWal, fd, &v, 1);
+    if (n <= 0) break;
+    filled += static_cast<uint64_t>(n);
   }
   ::close(fd);
   ASSERT_EQ(f->room(), 0u);
@@ -103,6 +106,55 @@ TEST(WriterReserve, ADiskFullAtACommitsFirstFrameStillEndsTheRunFailedAtOnce) {
   EXPECT_EQ(query(path, "PRAGMA integrity_check"), "ok");
   EXPECT_EQ(query(path, "SELECT count(*) FROM steps"), "0");
   std::filesystem::remove(filler);
+  f->giveBack(DiskFaults::kTraceWal, filled);  // for the next test of this process
+  for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(path + s);
+}
+
+// The disk fills at the run's last commit, the one that also holds its end (endRun with the
+// results): the run is marked failed with the reason, and keeps the results it ended with; an
+// "error" of their own is kept as "end_error". (CliInjectedDiskFull covers a failure before.)
+TEST(WriterReserve, ARunWhoseLastCommitFailsKeepsItsResultsBesideTheReason) {
+  ::setenv("NPUSCOPE_FAULT_DISK_BYTES", "4M", 1);
+  auto faults = DiskFaults::fromEnvironment();
+  ASSERT_TRUE(faults.isOk());
+  ASSERT_NE(*faults, nullptr);
+  DiskFaults* f = *faults;
+  const std::string path = ::testing::TempDir() + "/npuscope_reserve_end_" + std::to_string(::getpid()) + ".db";
+  for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(path + s);
+  TraceWriter::Options o;
+  o.commit_interval_ms = 3600 * 1000;  // commits only when asked (flush, endRun)
+  auto w = TraceWriter::open(path, o);
+  ASSERT_TRUE(w.isOk()) << w.status().message();
+  RunInfo info;
+  info.command = "train";
+  ASSERT_TRUE((*w)->beginRun(info).isOk());
+  ASSERT_TRUE((*w)->flush().isOk());  // the run's row is in the file
+  const std::string filler = path + "-filler";
+  const int fd = ::open(filler.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  std::vector<char> zeros(64 * 1024);
+  uint64_t filled = 0;
+  iovec v{zeros.data(), zeros.size()};
+  for (ssize_t n; (n = f->writev(DiskFaults::kTraceWal, fd, &v, 1)) > 0;) filled += static_cast<uint64_t>(n);
+  ::close(fd);
+  ASSERT_EQ(f->room(), 0u);
+  StepRecord st;
+  st.step = 0;
+  st.dur_ns = 200000;
+  (*w)->addStep(st);
+  const Status s = (*w)->endRun("completed", R"j({"steps": 1, "test_accuracy": 0.5, "error": "interrupted (SIGINT)"})j");
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("is full"), std::string::npos) << s.message();
+  w->reset();
+  EXPECT_EQ(query(path, "SELECT status FROM runs"), "failed");
+  EXPECT_NE(query(path, "SELECT json_extract(results_json, '$.error') FROM runs").find("is full"), std::string::npos);
+  EXPECT_EQ(query(path, "SELECT json_extract(results_json, '$.steps') FROM runs"), "1");
+  EXPECT_EQ(query(path, "SELECT json_extract(results_json, '$.test_accuracy') FROM runs"), "0.5");
+  EXPECT_EQ(query(path, "SELECT json_extract(results_json, '$.end_error') FROM runs"), "interrupted (SIGINT)");
+  EXPECT_EQ(query(path, "SELECT count(*) FROM steps"), "0");
+  EXPECT_EQ(query(path, "PRAGMA integrity_check"), "ok");
+  std::filesystem::remove(filler);
+  f->giveBack(DiskFaults::kTraceWal, filled);
   for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(path + s);
 }
 

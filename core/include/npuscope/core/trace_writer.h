@@ -167,6 +167,7 @@ class TraceWriter {
   Status abandonAfterError(const Status& error);
   void markRunFailed();
   void keepEndResults(const EndCmd& end);
+  std::string failedResultsJson() const;
   std::string failure_;
   bool failure_marked_ = false;
   std::string end_results_;
