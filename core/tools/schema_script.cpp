@@ -2,8 +2,9 @@
 // files (run at build time: npuscope_schema_script OUTPUT). Every migration (core/schema/*.sql)
 // is applied to an in-memory database and its sqlite_master read back, where what ALTER TABLE
 // added is part of each table's CREATE text: tables first, then indexes, views and triggers, each
-// in the order they were created. A migration may only define schema objects: rows it inserted or
-// a PRAGMA it set would be missing from new files, so the build stops on them.
+// in the order they were created. A migration may define schema objects and rewrite a file's rows,
+// not add rows of its own or set application_id: new files would lack them, so the build stops
+// when the empty database holds rows after the migrations.
 #include <sqlite3.h>
 
 #include <cstdio>
@@ -61,7 +62,7 @@ int run(sqlite3* db, const char* output) {
     std::vector<std::string> rows;
     if (!column(db, "SELECT count(*) FROM \"" + t + "\"", &error, &rows)) return fail(error);
     if (rows.empty() || rows[0] != "0") {
-      return fail("a migration inserted rows into " + t + ": new files would not have them (migrations define schema objects only)");
+      return fail("a migration inserted rows into " + t + " of an empty database: new files would not have them");
     }
   }
   if (!column(db, "PRAGMA application_id", &error, &pragmas)) return fail(error);

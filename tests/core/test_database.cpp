@@ -11,6 +11,7 @@
 
 #include "npuscope/core/database.h"
 #include "npuscope/core/trace_reader.h"
+#include "schema_downgrade.h"
 
 namespace npuscope {
 namespace {
@@ -148,16 +149,10 @@ TEST(Database, SchemaTwoDumpsReadTheSameAfterMigrating) {
     auto db = openTraceDatabase(p, OpenMode::kReadWrite);
     ASSERT_TRUE(db.isOk());
     ASSERT_TRUE(execSql(db->get(),
-                        "ALTER TABLE tensor_dumps DROP COLUMN data_ref;"
-                        "ALTER TABLE runs DROP COLUMN pid; ALTER TABLE runs DROP COLUMN host;"
-                        "ALTER TABLE runs DROP COLUMN source; ALTER TABLE runs DROP COLUMN source_path;"
-                        "ALTER TABLE runs DROP COLUMN rank; ALTER TABLE runs DROP COLUMN world_size;"
-                        "DROP TABLE device_tasks; ALTER TABLE overflow_events DROP COLUMN op_id; ALTER TABLE op_events DROP COLUMN host_sync;"
-                        "DROP TABLE collectives; ALTER TABLE runs DROP COLUMN job;"
-                        "INSERT INTO runs(started_ns, wall_start_ns, status) VALUES (0, 0, 'completed');"
-                        "INSERT INTO tensor_dumps(run_id, step, op_name, op_type, io, idx, dtype, shape, data)"
-                        " VALUES (1, 0, 'relu.0.forward', 'aten::relu', 'output', 0, 'uint8', '[3]', x'070809');"
-                        "PRAGMA user_version = 2;")
+                        test::downgradeSql(2) +
+                            "INSERT INTO runs(started_ns, wall_start_ns, status) VALUES (0, 0, 'completed');"
+                            "INSERT INTO tensor_dumps(run_id, step, op_name, op_type, io, idx, dtype, shape, data)"
+                            " VALUES (1, 0, 'relu.0.forward', 'aten::relu', 'output', 0, 'uint8', '[3]', x'070809');")
                     .isOk());
   }
   {
@@ -183,10 +178,12 @@ TEST(Database, SchemaTwoDumpsReadTheSameAfterMigrating) {
   EXPECT_EQ(data->bytes, (std::vector<uint8_t>{7, 8, 9}));
 }
 
-// Every row of sqlite_master (type, name, table, CREATE text) and every column of every table.
-std::vector<std::string> schemaOf(sqlite3* db) {
+// Every row of sqlite_master (type, name, table, CREATE text unless !with_sql) and every column
+// of every table.
+std::vector<std::string> schemaOf(sqlite3* db, bool with_sql = true) {
   std::vector<std::string> out;
-  auto st = prepare(db, "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master ORDER BY type, name");
+  auto st = prepare(db, std::string("SELECT type, name, tbl_name, ") + (with_sql ? "coalesce(sql, '')" : "''") +
+                            " FROM sqlite_master ORDER BY type, name");
   EXPECT_TRUE(st.isOk());
   if (!st.isOk()) return out;
   std::vector<std::string> tables;
@@ -232,6 +229,18 @@ TEST(Database, ANewFileHasTheSchemaTheMigrationsBuild) {
   const std::vector<std::string> want = schemaOf(migrated->get()), got = schemaOf(created->get());
   EXPECT_GT(want.size(), 100u);  // tables, indexes, the view and their columns
   EXPECT_EQ(got, want);
+  migrated->reset();
+  // The other tests' old files (schema_downgrade.h) are what the migrations started from: a new
+  // file turned back into schema 1 has the tables, columns and indexes of 001_initial.sql.
+  const std::string shipped = tempPath("shipped_v1.db");
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(shipped.c_str(), &raw), SQLITE_OK);
+    ScopedDb db(raw);
+    ASSERT_TRUE(execSql(db.get(), v1 + ";PRAGMA user_version=1;").isOk());
+    ASSERT_TRUE(execSql(created->get(), test::downgradeSql(1)).isOk());
+    EXPECT_EQ(schemaOf(created->get(), false), schemaOf(db.get(), false));
+  }
 }
 
 // A file whose migration fails part-way stays at its old version, whole: no migration before the
@@ -241,13 +250,7 @@ TEST(Database, AFailedMigrationLeavesTheFileAtItsOldVersion) {
   {
     auto db = openTraceDatabase(p, OpenMode::kReadWrite);
     ASSERT_TRUE(db.isOk());
-    ASSERT_TRUE(execSql(db->get(),
-                        "ALTER TABLE runs DROP COLUMN source; ALTER TABLE runs DROP COLUMN source_path;"
-                        "ALTER TABLE runs DROP COLUMN rank; ALTER TABLE runs DROP COLUMN world_size;"
-                        "DROP TABLE device_tasks; ALTER TABLE op_events DROP COLUMN host_sync;"
-                        "DROP TABLE collectives; ALTER TABLE runs DROP COLUMN job;"
-                        "PRAGMA user_version = 4;")
-                    .isOk());
+    ASSERT_TRUE(execSql(db->get(), test::downgradeSql(4) + "ALTER TABLE overflow_events ADD COLUMN op_id INTEGER;").isOk());
   }
   auto r = openTraceDatabase(p, OpenMode::kReadWrite);
   ASSERT_FALSE(r.isOk());

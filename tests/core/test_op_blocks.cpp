@@ -15,6 +15,7 @@
 #include "npuscope/core/database.h"
 #include "npuscope/core/string_table.h"
 #include "npuscope/core/trace_reader.h"
+#include "schema_downgrade.h"
 #include "npuscope/core/trace_writer.h"
 
 namespace npuscope {
@@ -400,21 +401,12 @@ TEST(OpBlocksMigration, SchemaOneFileGetsBlocks) {
     ASSERT_TRUE(db.isOk());
     // Turn the fresh file back into a schema-1 file holding two threads' ops.
     ASSERT_TRUE(execSql(db->get(),
-                        "DROP TABLE op_blocks;"
-                        "ALTER TABLE tensor_dumps DROP COLUMN data_ref;"
-                        "CREATE INDEX op_events_run_thread_start ON op_events(run_id, thread_id, start_ns);"
-                        "CREATE INDEX op_events_run_step ON op_events(run_id, step);"
-                        "ALTER TABLE runs DROP COLUMN pid; ALTER TABLE runs DROP COLUMN host;"
-                        "ALTER TABLE runs DROP COLUMN source; ALTER TABLE runs DROP COLUMN source_path;"
-                        "ALTER TABLE runs DROP COLUMN rank; ALTER TABLE runs DROP COLUMN world_size;"
-                        "DROP TABLE device_tasks; ALTER TABLE overflow_events DROP COLUMN op_id; ALTER TABLE op_events DROP COLUMN host_sync;"
-                        "DROP TABLE collectives; ALTER TABLE runs DROP COLUMN job;"
-                        "INSERT INTO runs(started_ns, wall_start_ns, status) VALUES (0, 0, 'completed');"
-                        "INSERT INTO strings(value) VALUES ('aten::old');"
-                        "INSERT INTO op_events(id, run_id, step, name_id, start_ns, dur_ns, thread_id, depth,"
-                        " is_backward) VALUES (1, 1, 0, 1, 10, 100, 1, 0, 0), (2, 1, 0, 1, 20, 30, 1, 1, 0),"
-                        " (3, 1, 1, 1, 200, 50, 2, 0, 1);"
-                        "PRAGMA user_version = 1;")
+                        test::downgradeSql(1) +
+                            "INSERT INTO runs(started_ns, wall_start_ns, status) VALUES (0, 0, 'completed');"
+                            "INSERT INTO strings(value) VALUES ('aten::old');"
+                            "INSERT INTO op_events(id, run_id, step, name_id, start_ns, dur_ns, thread_id, depth,"
+                            " is_backward) VALUES (1, 1, 0, 1, 10, 100, 1, 0, 0), (2, 1, 0, 1, 20, 30, 1, 1, 0),"
+                            " (3, 1, 1, 1, 200, 50, 2, 0, 1);")
                     .isOk());
   }
   {
