@@ -36,14 +36,44 @@ std::string query(const std::string& path, const std::string& sql) {
   return out;
 }
 
-TEST(WriterReserve, ADiskFullAtACommitsFirstFrameStillEndsTheRunFailedAtOnce) {
-  ::setenv("NPUSCOPE_FAULT_DISK_BYTES", "4M", 1);  // before any trace file of this process opens
-  auto faults = DiskFaults::fromEnvironment();
-  ASSERT_TRUE(faults.isOk());
-  ASSERT_NE(*faults, nullptr);
-  DiskFaults* f = *faults;
-  const std::string path = ::testing::TempDir() + "/npuscope_reserve_" + std::to_string(::getpid()) + ".db";
-  for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(path + s);
+// A 4 MiB pretend disk, a trace file on it (`path_`), and a filler that takes every byte left.
+class WriterReserve : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::setenv("NPUSCOPE_FAULT_DISK_BYTES", "4M", 1);  // before any trace file of this process opens
+    auto faults = DiskFaults::fromEnvironment();
+    ASSERT_TRUE(faults.isOk());
+    ASSERT_NE(*faults, nullptr);
+    f_ = *faults;
+    path_ = ::testing::TempDir() + "/npuscope_reserve_" + std::to_string(::getpid()) + ".db";
+    removeFiles();
+  }
+  void TearDown() override {
+    std::filesystem::remove(path_ + "-filler");
+    if (f_ != nullptr) f_->giveBack(DiskFaults::kTraceWal, filled_);
+    removeFiles();
+  }
+  // Something else takes every byte left on the pretend disk.
+  void fillTheDisk() {
+    const int fd = ::open((path_ + "-filler").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ASSERT_GE(fd, 0);
+    std::vector<char> zeros(64 * 1024);
+    iovec v{zeros.data(), zeros.size()};
+    for (ssize_t n; (n = f_->writev(DiskFaults::kTraceWal, fd, &v, 1)) > 0;) filled_ += static_cast<uint64_t>(n);
+    ::close(fd);
+    ASSERT_EQ(f_->room(), 0u);
+  }
+  void removeFiles() {
+    for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(path_ + s);
+  }
+
+  DiskFaults* f_ = nullptr;
+  std::string path_;
+  uint64_t filled_ = 0;
+};
+
+TEST_F(WriterReserve, ADiskFullAtACommitsFirstFrameStillEndsTheRunFailedAtOnce) {
+  const std::string& path = path_;
   // The writer's reserve file(s) beside `path`.
   auto reserves = [&] {
     std::vector<std::filesystem::path> out;
@@ -63,20 +93,7 @@ TEST(WriterReserve, ADiskFullAtACommitsFirstFrameStillEndsTheRunFailedAtOnce) {
   RunInfo info;
   info.command = "train";
   ASSERT_TRUE((*w)->beginRun(info).isOk());
-  // Something else takes every byte left on the pretend disk.
-  const std::string filler = path + "-filler";
-  const int fd = ::open(filler.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_GE(fd, 0);
-  std::vector<char> zeros(64 * 1024);
-  uint64_t filled = 0;
-  for (;;) {
-    iovec v{zeros.data(), zeros.size()};
-    const ssize_t n = f->writev(DiskFaults::kTraceWal, fd, &v, 1);
-    if (n <= 0) break;
-    filled += static_cast<uint64_t>(n);
-  }
-  ::close(fd);
-  ASSERT_EQ(f->room(), 0u);
+  ASSERT_NO_FATAL_FAILURE(fillTheDisk());
   // A step's ops: the commit's first frame does not fit.
   auto buf = (*w)->takeBuffer();
   for (int i = 0; i < 200; ++i) {
@@ -105,22 +122,13 @@ TEST(WriterReserve, ADiskFullAtACommitsFirstFrameStillEndsTheRunFailedAtOnce) {
   w->reset();
   EXPECT_EQ(query(path, "PRAGMA integrity_check"), "ok");
   EXPECT_EQ(query(path, "SELECT count(*) FROM steps"), "0");
-  std::filesystem::remove(filler);
-  f->giveBack(DiskFaults::kTraceWal, filled);  // for the next test of this process
-  for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(path + s);
 }
 
 // The disk fills at the run's last commit, the one that also holds its end (endRun with the
 // results): the run is marked failed with the reason, and keeps the results it ended with; an
 // "error" of their own is kept as "end_error". (CliInjectedDiskFull covers a failure before.)
-TEST(WriterReserve, ARunWhoseLastCommitFailsKeepsItsResultsBesideTheReason) {
-  ::setenv("NPUSCOPE_FAULT_DISK_BYTES", "4M", 1);
-  auto faults = DiskFaults::fromEnvironment();
-  ASSERT_TRUE(faults.isOk());
-  ASSERT_NE(*faults, nullptr);
-  DiskFaults* f = *faults;
-  const std::string path = ::testing::TempDir() + "/npuscope_reserve_end_" + std::to_string(::getpid()) + ".db";
-  for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(path + s);
+TEST_F(WriterReserve, ARunWhoseLastCommitFailsKeepsItsResultsBesideTheReason) {
+  const std::string& path = path_;
   TraceWriter::Options o;
   o.commit_interval_ms = 3600 * 1000;  // commits only when asked (flush, endRun)
   auto w = TraceWriter::open(path, o);
@@ -129,15 +137,7 @@ TEST(WriterReserve, ARunWhoseLastCommitFailsKeepsItsResultsBesideTheReason) {
   info.command = "train";
   ASSERT_TRUE((*w)->beginRun(info).isOk());
   ASSERT_TRUE((*w)->flush().isOk());  // the run's row is in the file
-  const std::string filler = path + "-filler";
-  const int fd = ::open(filler.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_GE(fd, 0);
-  std::vector<char> zeros(64 * 1024);
-  uint64_t filled = 0;
-  iovec v{zeros.data(), zeros.size()};
-  for (ssize_t n; (n = f->writev(DiskFaults::kTraceWal, fd, &v, 1)) > 0;) filled += static_cast<uint64_t>(n);
-  ::close(fd);
-  ASSERT_EQ(f->room(), 0u);
+  ASSERT_NO_FATAL_FAILURE(fillTheDisk());
   StepRecord st;
   st.step = 0;
   st.dur_ns = 200000;
@@ -153,9 +153,6 @@ TEST(WriterReserve, ARunWhoseLastCommitFailsKeepsItsResultsBesideTheReason) {
   EXPECT_EQ(query(path, "SELECT json_extract(results_json, '$.end_error') FROM runs"), "interrupted (SIGINT)");
   EXPECT_EQ(query(path, "SELECT count(*) FROM steps"), "0");
   EXPECT_EQ(query(path, "PRAGMA integrity_check"), "ok");
-  std::filesystem::remove(filler);
-  f->giveBack(DiskFaults::kTraceWal, filled);
-  for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(path + s);
 }
 
 }  // namespace
