@@ -551,7 +551,10 @@ Status TraceReader::loadStrings() {
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     const int64_t id = sqlite3_column_int64(st, 0);
-    strings_[id] = colText(st, 1);
+    // An id already read keeps its value: the views stringValue() handed out point into it. (A
+    // corrupt strings table can return an id twice; overwriting it freed what an op's name still
+    // viewed: found by fuzz_trace_file.)
+    strings_.try_emplace(id, colText(st, 1));
     max_string_id_ = std::max(max_string_id_, id);
   }
   if (rc != SQLITE_DONE) return stepError(db_.get(), "reading strings");
