@@ -549,16 +549,38 @@ Status TraceReader::loadStrings() {
   StmtUse use(st);
   sqlite3_bind_int64(st, 1, max_string_id_);
   int rc;
+  int64_t last = max_string_id_, out_of_order = 0, first_bad = 0, first_bad_after = 0;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     const int64_t id = sqlite3_column_int64(st, 0);
+    // Ids come in rising order from a sound file (they are the table's rowids). One that does
+    // not is damage: the names read may be wrong.
+    if (id <= last && out_of_order++ == 0) {
+      first_bad = id;
+      first_bad_after = last;
+    }
+    last = std::max(last, id);
     // An id already read keeps its value: the views stringValue() handed out point into it. (A
     // corrupt strings table can return an id twice; overwriting it freed what an op's name still
     // viewed: found by fuzz_trace_file.)
     strings_.try_emplace(id, colText(st, 1));
     max_string_id_ = std::max(max_string_id_, id);
   }
-  if (rc != SQLITE_DONE) return stepError(db_.get(), "reading strings");
+  if (out_of_order > 0) {
+    noteDamage("its strings table returns ids out of order (" + std::to_string(out_of_order) + ", the first id " +
+               std::to_string(first_bad) + " after " + std::to_string(first_bad_after) +
+               "): op names and shapes may be wrong");
+  }
+  if (rc != SQLITE_DONE) {
+    noteDamage(std::string("its strings table cannot be read to the end (") + sqlite3_errmsg(db_.get()) +
+               (max_string_id_ > 0 ? "): op names with ids above " + std::to_string(max_string_id_) + " are missing"
+                                   : std::string("): op names are missing")));
+    return stepError(db_.get(), "reading strings");
+  }
   return Status::ok();
+}
+
+void TraceReader::noteDamage(std::string what) {
+  if (std::find(damage_.begin(), damage_.end(), what) == damage_.end()) damage_.push_back(std::move(what));
 }
 
 std::string_view TraceReader::stringValue(int64_t id) {

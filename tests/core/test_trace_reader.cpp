@@ -579,6 +579,74 @@ TEST(TraceReader, EarliestTimeAndStrings) {
   EXPECT_EQ(*t2, 10);
   EXPECT_EQ(r->stringValue(0), "");
   EXPECT_EQ(r->stringValue(123456), "");
+  EXPECT_EQ(r->stringValue(1), "aten::linear");
+  EXPECT_TRUE(r->damage().empty()) << r->damage().front();  // a sound file
+}
+
+// Damages a closed trace file the way fuzz_trace_file's mutations did: rewrites, in the strings
+// table's one leaf page, the rowid `from` of a cell to `to` (both one-byte varints), so that a
+// scan of the table returns `to` twice and out of order. SQLite's file format: the page size at
+// offset 16, a leaf table page is type 0x0D, its cell count at +3, its cell pointers from +8; a
+// cell is a varint payload size, then the rowid varint.
+void rewriteStringRowid(const std::string& path, int from, int to) {
+  int64_t root = 0, page_size = 0;
+  {
+    auto db = openTraceDatabase(path, OpenMode::kReadOnly);
+    ASSERT_TRUE(db.isOk()) << db.status().message();
+    auto st = prepare(db->get(), "SELECT rootpage, (SELECT page_size FROM pragma_page_size) FROM sqlite_schema"
+                                 " WHERE type = 'table' AND name = 'strings'");
+    ASSERT_TRUE(st.isOk());
+    ASSERT_EQ(sqlite3_step(st->get()), SQLITE_ROW);
+    root = sqlite3_column_int64(st->get(), 0);
+    page_size = sqlite3_column_int64(st->get(), 1);
+  }
+  std::FILE* f = std::fopen(path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  std::vector<unsigned char> page(static_cast<size_t>(page_size));
+  const long at = static_cast<long>((root - 1) * page_size);
+  ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
+  ASSERT_EQ(std::fread(page.data(), 1, page.size(), f), page.size());
+  const size_t h = root == 1 ? 100 : 0;
+  ASSERT_EQ(page[h], 0x0D) << "the strings table is expected to fit one leaf page";
+  const int cells = page[h + 3] << 8 | page[h + 4];
+  bool rewritten = false;
+  for (int c = 0; c < cells && !rewritten; ++c) {
+    size_t cell = static_cast<size_t>(page[h + 8 + 2 * c] << 8 | page[h + 9 + 2 * c]);
+    while (page[cell] & 0x80) ++cell;  // the payload size
+    ++cell;
+    if (page[cell] == from) {
+      page[cell] = static_cast<unsigned char>(to);
+      rewritten = true;
+    }
+  }
+  ASSERT_TRUE(rewritten) << "no string with id " << from;
+  ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
+  ASSERT_EQ(std::fwrite(page.data(), 1, page.size(), f), page.size());
+  ASSERT_EQ(std::fclose(f), 0);
+}
+
+// A corrupt strings table that returns an id twice: the id keeps its first text (op names handed
+// out as views stay valid: overwriting it was a heap-use-after-free, found by fuzz_trace_file),
+// the reading goes on, and damage() says what was found for the front-ends to warn.
+TEST(TraceReader, StringsOutOfOrderAreDamageAndKeepTheirFirstText) {
+  const std::string p = buildFixture("strings_damaged.db");
+  // The fixture's strings in the order interned: 1 aten::linear, 2 kS1, 3 "float, float", 4 aten::t.
+  rewriteStringRowid(p, 4, 2);
+  auto r = openReader(p);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->stringValue(2), kS1);
+  EXPECT_EQ(r->stringValue(4), "");  // its row now claims id 2
+  EXPECT_EQ(r->stringValue(5), "aten::addmm");  // the rows after it read on
+  ASSERT_EQ(r->damage().size(), 1u);
+  EXPECT_NE(r->damage()[0].find("strings table returns ids out of order (1, the first id 2 after 3)"),
+            std::string::npos)
+      << r->damage()[0];
+  OpAggregateQuery q;
+  q.run_id = 1;
+  const OpAggregateTable t = aggregates(*r, q);
+  EXPECT_NE(find(t, "aten::addmm"), nullptr);
+  EXPECT_NE(find(t, ""), nullptr);  // aten::t lost its name
+  EXPECT_EQ(r->damage().size(), 1u);  // said once
 }
 
 // A TraceWriter of this process keeps the file open and keeps writing; the reader sees each

@@ -323,6 +323,10 @@ class TraceReader {
   // The text of an interned string id of this file ("" for unknown ids); the view lives as long
   // as the reader. Reloads the strings table when a live file has grown new ones.
   std::string_view stringValue(int64_t id);
+  // Damage found while reading (a corrupt file that still opens: its strings table out of order
+  // or unreadable part-way), one sentence each, in the order found; empty for a sound file.
+  // Reading goes on past it, so a report can still be printed; front-ends warn with these.
+  const std::vector<std::string>& damage() const { return damage_; }
   // The op of a statement's current row (columns kOpColumns), its strings from the cache.
   OpSlice opSliceAt(sqlite3_stmt* st);
 
@@ -345,6 +349,7 @@ class TraceReader {
   StatusOr<std::vector<StepDeviceTime>> stepTaskTimes(int64_t run_id);
   StatusOr<sqlite3_stmt*> cached(const char* key, const std::string& sql);
   Status loadStrings();
+  void noteDamage(std::string what);
 
   std::string path_;
   ScopedDb db_;
@@ -352,6 +357,7 @@ class TraceReader {
   std::unordered_map<int64_t, std::string> strings_;
   int64_t max_string_id_ = 0;
   bool strings_unreadable_ = false;  // loadStrings failed: do not retry per unknown id
+  std::vector<std::string> damage_;
   int snapshot_depth_ = 0;
   std::unordered_map<int64_t, std::vector<ThreadSummary>> finished_run_threads_;  // cache for ended runs
 };
