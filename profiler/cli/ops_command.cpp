@@ -1,4 +1,5 @@
 #include "cli/ops_command.h"
+#include "cli/damage_warning.h"
 #include "cli/fail.h"
 
 #include <ATen/ATen.h>
@@ -123,6 +124,7 @@ std::string onTorchNpu(const std::string& name) {
 int runOpsOfFile(const OpsOptions& o) {
   auto reader = TraceReader::open(o.file);
   if (!reader.isOk()) return fail(reader.status().message());
+  DamageWarning damage(**reader);
   auto run = o.run >= 0 ? (*reader)->run(o.run) : (*reader)->latestRun();
   if (!run.isOk()) return fail(run.status().message());
   OpAggregateQuery q;

@@ -1,4 +1,5 @@
 #include "cli/report.h"
+#include "cli/damage_warning.h"
 #include "cli/fail.h"
 #include "npuscope/core/overflow_text.h"
 
@@ -243,6 +244,7 @@ int runReport(const ReportOptions& o) {
   auto reader = TraceReader::open(o.file);
   if (!reader.isOk()) return fail(reader.status().message());
   TraceReader& r = **reader;
+  DamageWarning damage(r);
   Status snap = r.beginSnapshot();
   if (!snap.isOk()) return fail(snap.message());
   auto run = pickRun(r, o.run);
@@ -357,6 +359,7 @@ int runReport(const ReportOptions& o) {
                                    {"allocated", p.allocated},
                                    {"reserved", p.reserved}});
     }
+    j["damage"] = r.damage();  // what reading found damaged in the file (also warned on stderr)
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -401,6 +404,7 @@ int runExport(const ExportOptions& o) {
   if (o.max_file_mb <= 0) return fail("--max-file-mb: expected a positive size, got " + std::to_string(o.max_file_mb));
   auto reader = TraceReader::open(o.file);
   if (!reader.isOk()) return fail(reader.status().message());
+  DamageWarning damage(**reader);
   auto run = pickRun(**reader, o.run);
   if (!run.isOk()) return fail(run.status().message());
   if (!o.chrome.empty()) {
@@ -441,6 +445,7 @@ int runExport(const ExportOptions& o) {
 int runAdvise(const AdviseOptions& o) {
   auto reader = TraceReader::open(o.file);
   if (!reader.isOk()) return fail(reader.status().message());
+  DamageWarning damage(**reader);
   auto run = pickRun(**reader, o.run);
   if (!run.isOk()) return fail(run.status().message());
   auto findings = advise(**reader, run->id);

@@ -45,6 +45,7 @@ TEST(CliReport, TextReportShowsOpsStepsAndMemory) {
                              "predicted on a real npu (model, task queue on): median step", "Overflow events: 0", "Peak memory:", "npu:0  allocated"}) {
     EXPECT_NE(r.out.find(expect), std::string::npos) << "missing \"" << expect << "\" in\n" << r.out;
   }
+  EXPECT_EQ(r.out.find("is damaged"), std::string::npos) << r.out;  // a sound file
 }
 
 TEST(CliReport, JsonFiguresMatchTheFile) {
@@ -52,6 +53,7 @@ TEST(CliReport, JsonFiguresMatchTheFile) {
   CliRun r = run("report --json --top 0 " + db, false);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["damage"].is_array() && j["damage"].empty()) << j["damage"];  // a sound file
   EXPECT_EQ(j["op_count"].get<int64_t>(), sqlInt(db, "SELECT count(*) FROM op_events WHERE run_id=1"));
   EXPECT_EQ(j["ops"].size(), static_cast<size_t>(sqlInt(db, "SELECT count(DISTINCT name_id) FROM op_events WHERE run_id=1")));
   int64_t self = 0, calls = 0;
@@ -112,7 +114,9 @@ TEST(CliOps, CoverageOfTheCnnStep) {
   ASSERT_FALSE(conv.empty()) << r.out;
   EXPECT_EQ(conv.substr(conv.size() - 7), " native") << conv;
   const std::string to_copy = lineOf("aten::_to_copy");
-  if (!to_copy.empty()) EXPECT_EQ(to_copy.substr(to_copy.size() - 10), " composite") << to_copy;
+  if (!to_copy.empty()) {
+    EXPECT_EQ(to_copy.substr(to_copy.size() - 10), " composite") << to_copy;
+  }
   EXPECT_NE(r.out.find("on a real device (torch_npu v2.0.1"), std::string::npos) << r.out;
   CliRun half = run("ops --model mlp --dtype float16 --batch-size 8");
   ASSERT_EQ(half.exit_code, 0) << half.out;
@@ -287,6 +291,33 @@ TEST(CliReport, BadInputIsOneClearLineAndNothingIsTouched) {
   EXPECT_EQ(slurp(junk), before) << "a file that is not ours was modified";
 }
 
+
+// A recorded file whose strings table a fuzzer's mutation damaged (it still opens): each command
+// that names ops prints what it can, then one warning per damage found, last, and exits 0; the
+// JSON report lists the damage; the file is only read.
+TEST(CliReport, ADamagedFileIsReadWithAWarningLast) {
+  const std::string damaged = scratchPath("damaged.db");
+  std::filesystem::copy_file(std::string(NPUSCOPE_FUZZ_CORPUS) + "/trace_file/uaf-duplicate-string-id.db", damaged);
+  const std::string before = slurp(damaged);
+  const std::string warning = "npuscope: warning: " + damaged + " is damaged: its strings table ";
+  for (const std::string& args : {"report " + damaged, "report --csv " + damaged, "ops " + damaged,
+                                  "advise " + damaged, "export --csv " + scratchPath("damaged.csv") + " " + damaged}) {
+    CliRun r = run(args);
+    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.out;
+    const size_t at = r.out.find(warning);
+    ASSERT_NE(at, std::string::npos) << args << "\n" << r.out;
+    EXPECT_GT(at, 0u) << "the command's output comes first: " << args;
+    EXPECT_NE(r.out.find("(check: sqlite3 " + damaged + " 'PRAGMA integrity_check')\n", at), std::string::npos) << r.out;
+    const size_t last_line = r.out.rfind('\n', r.out.size() - 2);
+    EXPECT_NE(r.out.find("npuscope: warning: ", last_line), std::string::npos) << "a warning is last: " << r.out;
+  }
+  CliRun j = run("report --json " + damaged, false);
+  ASSERT_EQ(j.exit_code, 0) << j.out;
+  const nlohmann::json report = nlohmann::json::parse(j.out);
+  ASSERT_FALSE(report["damage"].empty());
+  EXPECT_EQ(report["damage"][0].get<std::string>().rfind("its strings table ", 0), 0u) << report["damage"];
+  EXPECT_EQ(slurp(damaged), before) << "reading a damaged file changed it";
+}
 
 // Another process holds the file's write lock for longer than the writer waits (5 s).
 TEST(CliTrain, LockedDatabaseIsNamedAndLeftConsistent) {
