@@ -207,6 +207,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
                          .arg(d ? formatNs(d->endNs() - d->beginNs()) : QString())
                          .arg(d && d->partial() ? tr(" (too many to hold: zoom in to load them)") : QString()));
     (void)refreshed;
+    // A corrupt file that still opens: said once per file, in the message bar (the names shown
+    // may be wrong or missing), as the CLI says it on stderr.
+    const QStringList damage = doc_->damage();
+    if (!damage.isEmpty() && damage_warned_ != doc_->path()) {
+      damage_warned_ = doc_->path();
+      showWarning(tr("%1 is damaged: %2 (check: sqlite3 %1 'PRAGMA integrity_check')")
+                      .arg(doc_->path(), damage.join(QStringLiteral("; "))));
+    }
   });
   connect(doc_, &TraceDocument::errorOccurred, this, [] {
     while (QApplication::overrideCursor()) QApplication::restoreOverrideCursor();

@@ -272,6 +272,12 @@ StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& pa
     if (run->imported()) {
       ASSIGN_OR_RETURN(tasks, readers[0]->deviceTasks(run_id, data->partial_ ? want : TimeWindow{}));
     }
+    for (const auto& r : readers) {
+      if (!r) continue;
+      for (const std::string& d : r->damage()) {
+        if (std::find(data->damage_.begin(), data->damage_.end(), d) == data->damage_.end()) data->damage_.push_back(d);
+      }
+    }
     // Merge the workers' strings into one table.
     std::unordered_map<std::string, uint32_t> global;
     data->strings_.emplace_back();

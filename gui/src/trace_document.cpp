@@ -66,6 +66,19 @@ QString message(const Status& s) { return QString::fromStdString(s.message()); }
 
 }  // namespace
 
+QStringList TraceDocument::damage() const {
+  QStringList out;
+  auto add = [&out](const std::vector<std::string>& found) {
+    for (const std::string& d : found) {
+      const QString q = QString::fromStdString(d);
+      if (!out.contains(q)) out.push_back(q);
+    }
+  };
+  if (data_) add(data_->damage());
+  if (reader_) add(reader_->damage());
+  return out;
+}
+
 TraceDocument::TraceDocument(QObject* parent) : QObject(parent) {
   poll_timer_.setInterval(1000);
   connect(&poll_timer_, &QTimer::timeout, this, [this] { poll(); });

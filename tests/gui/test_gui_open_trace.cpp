@@ -182,6 +182,29 @@ TEST_F(OpenTraceTest, PerformanceCompareAgainstAConvertedTrace) {
   saveShot(&w, "open_trace_01_perf_compare_emulated_vs_torch_npu");
 }
 
+// A trace file a fuzzer's mutation damaged (a recorded file whose strings table is corrupt, that
+// still opens): the run opens with what can be read, and the message bar says the file is
+// damaged, once, as `npuscope report` says it on stderr (screenshot open_trace_damaged_file.png).
+TEST_F(OpenTraceTest, ADamagedTraceFileOpensWithAWarning) {
+  fs::copy(fs::path(NPUSCOPE_FUZZ_CORPUS) / "trace_file" / "uaf-duplicate-string-id.db", dir_ / "damaged.db");
+  const QString damaged = path("damaged.db");
+  MainWindow w;
+  w.setSynchronous(true);
+  w.resize(1100, 700);
+  w.show();
+  ASSERT_TRUE(w.openFile(damaged, true)) << w.lastError().toStdString();
+  EXPECT_TRUE(w.lastError().isEmpty()) << w.lastError().toStdString();
+  ASSERT_NE(w.document()->timeline(), nullptr);
+  EXPECT_GT(w.document()->timeline()->opCount(), 0);
+  const QString shown = w.messageShown();
+  EXPECT_TRUE(shown.startsWith("Warning: " + damaged + " is damaged: its strings table ")) << shown.toStdString();
+  EXPECT_TRUE(shown.endsWith("(check: sqlite3 " + damaged + " 'PRAGMA integrity_check')")) << shown.toStdString();
+  saveShot(&w, "open_trace_damaged_file");
+  // A sound file opened next has no such warning.
+  ASSERT_TRUE(w.openFile(QString::fromStdString(testing::twoRunFixture().path), true));
+  EXPECT_FALSE(w.messageShown().contains("is damaged")) << w.messageShown().toStdString();
+}
+
 // The progress dialog of a conversion in the background (a generated 40 MB Kineto trace), as a
 // person sees it, then cancelled from it.
 TEST_F(OpenTraceTest, ProgressDialogShowsBytesAndCancels) {

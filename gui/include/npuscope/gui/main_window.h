@@ -116,6 +116,7 @@ class MainWindow : public QMainWindow {
   QMenu* recent_menu_;
   RecordDialog* record_ = nullptr;
   QString last_error_;
+  QString damage_warned_;  // the file whose damage the message bar has told
   bool sync_ = false;
   bool selecting_ = false;
 };

@@ -115,6 +115,8 @@ class TimelineData {
   // Partial loads: only the ops of loadedWindow() are in memory (the lanes' blocks say where
   // the others are). Full loads: every op, loadedWindow() unbounded.
   bool partial() const { return partial_; }
+  // Damage its readers found in the file (TraceReader::damage()), each once.
+  const std::vector<std::string>& damage() const { return damage_; }
   const TimeWindow& loadedWindow() const { return loaded_; }
   // Every op starting in [begin, end) is in memory.
   bool covers(int64_t begin_ns, int64_t end_ns) const {
@@ -189,6 +191,7 @@ class TimelineData {
   std::vector<StepRow> steps_;
   int host_lanes_ = 0;  // lanes_[0, host_lanes_) are thread lanes
   bool partial_ = false;
+  std::vector<std::string> damage_;
   TimeWindow loaded_;
   int64_t total_ops_ = 0;
   std::vector<std::pair<int64_t, SliceRef>> tasks_by_op_;  // (launching op id, task), sorted

@@ -12,6 +12,7 @@
 #include <QFutureWatcher>
 #include <QObject>
 #include <QString>
+#include <QStringList>
 #include <QTimer>
 #include <memory>
 #include <vector>
@@ -55,6 +56,8 @@ class TraceDocument : public QObject {
   void setFullLoadOps(int64_t ops) { full_load_ops_ = ops; }
   int64_t currentRun() const { return data_ ? data_->runId() : -1; }
   const TimelineData* timeline() const { return data_.get(); }
+  // Damage found so far in the open file by its readers (the run's load and the views'), each once.
+  QStringList damage() const;
   const std::vector<OverflowEventRow>& overflowEvents() const { return overflow_; }
   const std::vector<TensorDumpInfo>& dumps() const { return dumps_; }
   // A whole-run memory track, downsampled to a few thousand points (peaks kept). For a run too
