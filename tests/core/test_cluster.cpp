@@ -242,5 +242,22 @@ TEST_F(ClusterJob, AFolderKeepsItsReadableRanksAndNamesTheOthers) {
   EXPECT_NE(named.status().message().find("junk.db"), std::string::npos) << named.status().message();
 }
 
+// A rank's file whose strings table a fuzzer's mutation damaged (a recorded rank 1 of 2, still
+// opening): the report is built from what reads, and a note names the file and the damage.
+TEST_F(ClusterJob, ADamagedRankFileIsNamedInTheNotes) {
+  const std::filesystem::path damaged = dir_ / "rank1.db";
+  std::filesystem::copy_file(std::filesystem::path(NPUSCOPE_FUZZ_CORPUS) / "trace_file" / "uaf-duplicate-string-id.db",
+                             damaged);
+  auto rep = analyze({damaged.string()});
+  ASSERT_TRUE(rep.isOk()) << rep.status().message();
+  ASSERT_EQ(rep->ranks.size(), 1u);
+  EXPECT_FALSE(rep->ranks[0].steps.empty());
+  size_t damage_notes = 0;
+  for (const std::string& n : rep->notes) {
+    if (n.rfind(damaged.string() + " is damaged: its strings table ", 0) == 0) ++damage_notes;
+  }
+  EXPECT_GE(damage_notes, 1u) << formatText(*rep, 0.05);
+}
+
 }  // namespace
 }  // namespace npuscope::cluster
