@@ -389,7 +389,10 @@ StatusOr<Report> analyze(const std::vector<std::string>& paths, const std::strin
     r.collective_rows = collectiveRows(*reader, c.run);
     r.wall_offset_ns = c.run.wall_start_ns - c.run.started_ns;
     if (c.run.status != "completed") rep.notes.push_back(c.path + ": rank " + std::to_string(rank) + "'s run is " + c.run.status);
-    for (const std::string& d : reader->damage()) rep.notes.push_back(c.path + " is damaged: " + d);
+    for (const std::string& d : reader->damage()) {
+      const std::string note = c.path + " (rank " + std::to_string(rank) + "'s) is damaged: " + d;
+      if (std::find(rep.notes.begin(), rep.notes.end(), note) == rep.notes.end()) rep.notes.push_back(note);
+    }
     rep.ranks.push_back(std::move(r));
   }
   const int64_t world = rep.ranks.front().run.world_size;

@@ -549,16 +549,16 @@ Status TraceReader::loadStrings() {
   StmtUse use(st);
   sqlite3_bind_int64(st, 1, max_string_id_);
   int rc;
-  int64_t last = max_string_id_, out_of_order = 0, first_bad = 0, first_bad_after = 0;
+  int64_t previous = max_string_id_, out_of_order = 0, first_bad = 0, first_bad_after = 0;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     const int64_t id = sqlite3_column_int64(st, 0);
-    // Ids come in rising order from a sound file (they are the table's rowids). One that does
-    // not is damage: the names read may be wrong.
-    if (id <= last && out_of_order++ == 0) {
+    // Ids come in rising order from a sound file (they are the table's rowids). A row whose id
+    // is not above the one before is damage: the names read may be wrong.
+    if (id <= previous && out_of_order++ == 0) {
       first_bad = id;
-      first_bad_after = last;
+      first_bad_after = previous;
     }
-    last = std::max(last, id);
+    previous = id;
     // An id already read keeps its value: the views stringValue() handed out point into it. (A
     // corrupt strings table can return an id twice; overwriting it freed what an op's name still
     // viewed: found by fuzz_trace_file.)
@@ -566,14 +566,20 @@ Status TraceReader::loadStrings() {
     max_string_id_ = std::max(max_string_id_, id);
   }
   if (out_of_order > 0) {
-    noteDamage("its strings table returns ids out of order (" + std::to_string(out_of_order) + ", the first id " +
-               std::to_string(first_bad) + " after " + std::to_string(first_bad_after) +
-               "): op names and shapes may be wrong");
+    noteDamage("its strings table returns " + std::to_string(out_of_order) + (out_of_order == 1 ? " row" : " rows") +
+               " out of order (the first, id " + std::to_string(first_bad) + ", after id " +
+               std::to_string(first_bad_after) + "): op names and shapes may be wrong");
   }
   if (rc != SQLITE_DONE) {
-    noteDamage(std::string("its strings table cannot be read to the end (") + sqlite3_errmsg(db_.get()) +
-               (max_string_id_ > 0 ? "): op names with ids above " + std::to_string(max_string_id_) + " are missing"
-                                   : std::string("): op names are missing")));
+    // A corrupt table is not read again for every unknown id: that made reading a corrupt
+    // file's ops quadratic (found by fuzz_trace_file). Other errors (a busy or failing disk)
+    // are no damage: the next unknown id tries again.
+    const int code = sqlite3_extended_errcode(db_.get()) & 0xff;
+    if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB) {
+      strings_unreadable_ = true;
+      noteDamage(std::string("its strings table cannot be read to the end (") + sqlite3_errmsg(db_.get()) +
+                 "): op names may be missing");
+    }
     return stepError(db_.get(), "reading strings");
   }
   return Status::ok();
@@ -587,13 +593,19 @@ std::string_view TraceReader::stringValue(int64_t id) {
   if (id <= 0) return {};
   auto it = strings_.find(id);
   if (it == strings_.end() && id > max_string_id_ && !strings_unreadable_) {
-    // A live file has grown: read the new strings. An unknown id stays "". A strings table that
-    // cannot be read (a corrupt file) is not read again for every unknown id: that made reading
-    // a corrupt file's ops quadratic (found by fuzz_trace_file).
-    if (!loadStrings().isOk()) strings_unreadable_ = true;
+    // A live file has grown: read the new strings. An unknown id stays "".
+    (void)loadStrings();
     it = strings_.find(id);
   }
-  return it == strings_.end() ? std::string_view() : std::string_view(it->second);
+  if (it != strings_.end()) return it->second;
+  // Below the largest id read, every id of a sound file is there (strings are written with, or
+  // before, the rows that name them): a row names a string the table lacks.
+  if (id <= max_string_id_ && !missing_string_noted_) {
+    missing_string_noted_ = true;
+    // No id in the sentence: the readers of one file (the GUI reads with several) say it alike.
+    noteDamage("rows name strings that its strings table lacks: those names are empty");
+  }
+  return {};
 }
 
 // ---------------------------------------------------------------------------------------------

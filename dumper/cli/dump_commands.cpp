@@ -4,8 +4,10 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "npuscope/core/compare.h"
+#include "npuscope/core/damage_warning.h"
 #include "npuscope/core/format.h"
 #include "npuscope/core/perf_compare.h"
 #include "npuscope/core/trace_reader.h"
@@ -266,11 +268,14 @@ Status runPerfCompare(const CompareArgs& args, TraceReader& ra, int64_t run_a, T
 
 Status runCompare(const CompareArgs& args) {
   ASSIGN_OR_RETURN(auto ra, TraceReader::open(args.a));
+  const DamageWarning damage_a(*ra);
   std::unique_ptr<TraceReader> rb_owned;
+  std::optional<DamageWarning> damage_b;
   TraceReader* rb = ra.get();
   if (args.b != args.a) {
     ASSIGN_OR_RETURN(rb_owned, TraceReader::open(args.b));
     rb = rb_owned.get();
+    damage_b.emplace(*rb);
   }
   ASSIGN_OR_RETURN(int64_t run_a, resolveRun(*ra, args.run_a));
   int64_t run_b = args.run_b;

@@ -207,15 +207,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
                          .arg(d ? formatNs(d->endNs() - d->beginNs()) : QString())
                          .arg(d && d->partial() ? tr(" (too many to hold: zoom in to load them)") : QString()));
     (void)refreshed;
-    // A corrupt file that still opens: said once per file, in the message bar (the names shown
-    // may be wrong or missing), as the CLI says it on stderr.
-    const QStringList damage = doc_->damage();
-    if (!damage.isEmpty() && damage_warned_ != doc_->path()) {
-      damage_warned_ = doc_->path();
-      showWarning(tr("%1 is damaged: %2 (check: sqlite3 %1 'PRAGMA integrity_check')")
-                      .arg(doc_->path(), damage.join(QStringLiteral("; "))));
-    }
+    warnIfDamaged();
   });
+  connect(doc_, &TraceDocument::windowLoaded, this, &MainWindow::warnIfDamaged);
   connect(doc_, &TraceDocument::errorOccurred, this, [] {
     while (QApplication::overrideCursor()) QApplication::restoreOverrideCursor();
   });
@@ -253,6 +247,7 @@ bool MainWindow::openFile(const QString& path, bool sync) {
   const bool old = sync_;
   sync_ = sync_ || sync;
   message_bar_->hide();
+  damage_warned_.clear();  // a file opened again is told again
   bool ok;
   if (!TraceImport::formatOf(path).isEmpty()) {
     const QString source = QFileInfo(path).absoluteFilePath();
@@ -396,6 +391,22 @@ void MainWindow::showError(const QString& message) {
   message_->setText(message);
   message_bar_->show();
   status_->setText(tr("Error: %1").arg(message));
+}
+
+// A corrupt file that still opens: said once per opening of the file, in the message bar (the
+// names shown may be wrong or missing), as the CLI says it on stderr. An error already shown
+// there stays, with the warning below it.
+void MainWindow::warnIfDamaged() {
+  const QStringList damage = doc_->damage();
+  if (damage.isEmpty() || damage_warned_ == doc_->path()) return;
+  damage_warned_ = doc_->path();
+  const QString text = tr("%1 is damaged: %2 (check: sqlite3 %1 'PRAGMA integrity_check')")
+                           .arg(doc_->path(), damage.join(QStringLiteral("; ")));
+  if (message_bar_->isVisibleTo(this) && message_->text() == last_error_) {
+    message_->setText(last_error_ + QLatin1Char('\n') + tr("Warning: %1").arg(text));
+    return;
+  }
+  showWarning(text);
 }
 
 void MainWindow::showWarning(const QString& message) {

@@ -1,6 +1,6 @@
 #include "cli/ops_command.h"
-#include "cli/damage_warning.h"
 #include "cli/fail.h"
+#include "npuscope/core/damage_warning.h"
 
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>

@@ -1,6 +1,6 @@
 #include "cli/report.h"
-#include "cli/damage_warning.h"
 #include "cli/fail.h"
+#include "npuscope/core/damage_warning.h"
 #include "npuscope/core/overflow_text.h"
 
 #include <algorithm>

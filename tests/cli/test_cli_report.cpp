@@ -293,15 +293,17 @@ TEST(CliReport, BadInputIsOneClearLineAndNothingIsTouched) {
 
 
 // A recorded file whose strings table a fuzzer's mutation damaged (it still opens): each command
-// that names ops prints what it can, then one warning per damage found, last, and exits 0; the
-// JSON report lists the damage; the file is only read.
+// that names ops (report, ops, advise, export, compare --perf) prints what it can, then one
+// warning per damage seen, last, and exits 0; the JSON report lists the damage; the file is only
+// read.
 TEST(CliReport, ADamagedFileIsReadWithAWarningLast) {
   const std::string damaged = scratchPath("damaged.db");
   std::filesystem::copy_file(std::string(NPUSCOPE_FUZZ_CORPUS) + "/trace_file/uaf-duplicate-string-id.db", damaged);
   const std::string before = slurp(damaged);
   const std::string warning = "npuscope: warning: " + damaged + " is damaged: its strings table ";
   for (const std::string& args : {"report " + damaged, "report --csv " + damaged, "ops " + damaged,
-                                  "advise " + damaged, "export --csv " + scratchPath("damaged.csv") + " " + damaged}) {
+                                  "advise " + damaged, "export --csv " + scratchPath("damaged.csv") + " " + damaged,
+                                  "compare --perf " + recordedDb() + " " + damaged}) {
     CliRun r = run(args);
     EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.out;
     const size_t at = r.out.find(warning);

@@ -254,7 +254,7 @@ TEST_F(ClusterJob, ADamagedRankFileIsNamedInTheNotes) {
   EXPECT_FALSE(rep->ranks[0].steps.empty());
   size_t damage_notes = 0;
   for (const std::string& n : rep->notes) {
-    if (n.rfind(damaged.string() + " is damaged: its strings table ", 0) == 0) ++damage_notes;
+    if (n.rfind(damaged.string() + " (rank 1's) is damaged: its strings table ", 0) == 0) ++damage_notes;
   }
   EXPECT_GE(damage_notes, 1u) << formatText(*rep, 0.05);
 }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 
 #include "npuscope/core/clock.h"
@@ -585,10 +586,11 @@ TEST(TraceReader, EarliestTimeAndStrings) {
 
 // Damages a closed trace file the way fuzz_trace_file's mutations did: rewrites, in the strings
 // table's one leaf page, the rowid `from` of a cell to `to` (both one-byte varints), so that a
-// scan of the table returns `to` twice and out of order. SQLite's file format: the page size at
-// offset 16, a leaf table page is type 0x0D, its cell count at +3, its cell pointers from +8; a
-// cell is a varint payload size, then the rowid varint.
+// scan of the table returns `to` twice and out of order. SQLite's file format: page 1 starts
+// with the 100-byte file header, a leaf table page is type 0x0D, its cell count at +3, its cell
+// pointers from +8; a cell is a varint payload size, then the rowid varint.
 void rewriteStringRowid(const std::string& path, int from, int to) {
+  ASSERT_FALSE(std::filesystem::exists(path + "-wal")) << "the file's pages are expected in the file itself";
   int64_t root = 0, page_size = 0;
   {
     auto db = openTraceDatabase(path, OpenMode::kReadOnly);
@@ -627,7 +629,8 @@ void rewriteStringRowid(const std::string& path, int from, int to) {
 
 // A corrupt strings table that returns an id twice: the id keeps its first text (op names handed
 // out as views stay valid: overwriting it was a heap-use-after-free, found by fuzz_trace_file),
-// the reading goes on, and damage() says what was found for the front-ends to warn.
+// the reading goes on, and damage() says what was seen for the front-ends to warn: the rows out
+// of order, then the id that a row names and the table lacks.
 TEST(TraceReader, StringsOutOfOrderAreDamageAndKeepTheirFirstText) {
   const std::string p = buildFixture("strings_damaged.db");
   // The fixture's strings in the order interned: 1 aten::linear, 2 kS1, 3 "float, float", 4 aten::t.
@@ -635,18 +638,47 @@ TEST(TraceReader, StringsOutOfOrderAreDamageAndKeepTheirFirstText) {
   auto r = openReader(p);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->stringValue(2), kS1);
-  EXPECT_EQ(r->stringValue(4), "");  // its row now claims id 2
   EXPECT_EQ(r->stringValue(5), "aten::addmm");  // the rows after it read on
   ASSERT_EQ(r->damage().size(), 1u);
-  EXPECT_NE(r->damage()[0].find("strings table returns ids out of order (1, the first id 2 after 3)"),
-            std::string::npos)
-      << r->damage()[0];
+  EXPECT_EQ(r->damage()[0],
+            "its strings table returns 1 row out of order (the first, id 2, after id 3): op names and shapes may be wrong");
+  EXPECT_EQ(r->stringValue(4), "");  // its row now claims id 2
+  ASSERT_EQ(r->damage().size(), 2u);
+  EXPECT_EQ(r->damage()[1], "rows name strings that its strings table lacks: those names are empty");
   OpAggregateQuery q;
   q.run_id = 1;
   const OpAggregateTable t = aggregates(*r, q);
   EXPECT_NE(find(t, "aten::addmm"), nullptr);
   EXPECT_NE(find(t, ""), nullptr);  // aten::t lost its name
-  EXPECT_EQ(r->damage().size(), 1u);  // said once
+  EXPECT_EQ(r->damage().size(), 2u);  // reading aten::t's row again adds nothing
+}
+
+// A sound file's strings read with no damage seen, however they are asked for (live-file growth
+// reads the ids above the largest; ids below it are all there).
+TEST(TraceReader, ASoundFileShowsNoDamage) {
+  auto r = openReader(buildFixture("strings_sound.db"));
+  ASSERT_TRUE(r);
+  OpAggregateQuery q;
+  q.run_id = 1;
+  q.group_by = OpGroupBy::kNameAndShapes;
+  const OpAggregateTable t = aggregates(*r, q);
+  EXPECT_NE(find(t, "aten::linear", kS2), nullptr);
+  EXPECT_NE(find(t, "aten::mm"), nullptr);
+  EXPECT_EQ(r->stringValue(123456), "");  // above every id: not damage
+  EXPECT_TRUE(r->damage().empty()) << r->damage().front();
+}
+
+// A strings table SQLite finds corrupt part-way (an input fuzz_trace_file found: a recorded file,
+// mutated): what was read before stays, and damage() says the table cannot be read to the end.
+TEST(TraceReader, StringsTableThatCannotBeReadIsDamage) {
+  const std::string p = tempPath("strings_unreadable.db");
+  std::filesystem::copy_file(std::string(NPUSCOPE_FUZZ_CORPUS) + "/trace_file/timeout-unreadable-strings.db", p);
+  auto r = openReader(p);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->stringValue(1), "[[256, 784], [], [], [], [], [], [], []]");  // the first row reads
+  ASSERT_EQ(r->damage().size(), 1u);
+  EXPECT_EQ(r->damage()[0].rfind("its strings table cannot be read to the end (database disk image is malformed)", 0), 0u)
+      << r->damage()[0];
 }
 
 // A TraceWriter of this process keeps the file open and keeps writing; the reader sees each

@@ -199,10 +199,13 @@ TEST_F(OpenTraceTest, ADamagedTraceFileOpensWithAWarning) {
   const QString shown = w.messageShown();
   EXPECT_TRUE(shown.startsWith("Warning: " + damaged + " is damaged: its strings table ")) << shown.toStdString();
   EXPECT_TRUE(shown.endsWith("(check: sqlite3 " + damaged + " 'PRAGMA integrity_check')")) << shown.toStdString();
+  EXPECT_EQ(shown.count("is damaged"), 1) << shown.toStdString();
   saveShot(&w, "open_trace_damaged_file");
-  // A sound file opened next has no such warning.
+  // A sound file opened next has no such warning; the damaged one opened again is told again.
   ASSERT_TRUE(w.openFile(QString::fromStdString(testing::twoRunFixture().path), true));
   EXPECT_FALSE(w.messageShown().contains("is damaged")) << w.messageShown().toStdString();
+  ASSERT_TRUE(w.openFile(damaged, true)) << w.lastError().toStdString();
+  EXPECT_TRUE(w.messageShown().startsWith("Warning: " + damaged + " is damaged: ")) << w.messageShown().toStdString();
 }
 
 // The progress dialog of a conversion in the background (a generated 40 MB Kineto trace), as a

@@ -323,9 +323,11 @@ class TraceReader {
   // The text of an interned string id of this file ("" for unknown ids); the view lives as long
   // as the reader. Reloads the strings table when a live file has grown new ones.
   std::string_view stringValue(int64_t id);
-  // Damage found while reading (a corrupt file that still opens: its strings table out of order
-  // or unreadable part-way), one sentence each, in the order found; empty for a sound file.
-  // Reading goes on past it, so a report can still be printed; front-ends warn with these.
+  // Damage seen while reading a corrupt file that still opens (its strings table out of order,
+  // unreadable part-way, or lacking an id a row names), one sentence each, in the order seen.
+  // Not an integrity check: only what was read is looked at (strings are read when a name is
+  // first asked for). Reading goes on past it, so a report can still be printed; front-ends
+  // warn with these.
   const std::vector<std::string>& damage() const { return damage_; }
   // The op of a statement's current row (columns kOpColumns), its strings from the cache.
   OpSlice opSliceAt(sqlite3_stmt* st);
@@ -356,7 +358,8 @@ class TraceReader {
   std::unordered_map<std::string, ScopedStmt> statements_;
   std::unordered_map<int64_t, std::string> strings_;
   int64_t max_string_id_ = 0;
-  bool strings_unreadable_ = false;  // loadStrings failed: do not retry per unknown id
+  bool strings_unreadable_ = false;  // the strings table is corrupt: do not retry per unknown id
+  bool missing_string_noted_ = false;
   std::vector<std::string> damage_;
   int snapshot_depth_ = 0;
   std::unordered_map<int64_t, std::vector<ThreadSummary>> finished_run_threads_;  // cache for ended runs

@@ -83,6 +83,7 @@ class MainWindow : public QMainWindow {
  private:
   void showError(const QString& message);
   void showWarning(const QString& message);  // the message bar, amber
+  void warnIfDamaged();  // the open file's damage (TraceDocument::damage()), once per opening
   void onRunsChanged();
   void onRunSelectionChanged();
   void addRecent(const QString& path);
@@ -116,7 +117,7 @@ class MainWindow : public QMainWindow {
   QMenu* recent_menu_;
   RecordDialog* record_ = nullptr;
   QString last_error_;
-  QString damage_warned_;  // the file whose damage the message bar has told
+  QString damage_warned_;  // the file (since its opening) whose damage the message bar has told
   bool sync_ = false;
   bool selecting_ = false;
 };

@@ -1,4 +1,5 @@
-// Warns, as a command that read a trace file ends, of the damage its reader found in the file
+// For the command-line front-ends (npuscope's report, export, ops, advise and compare --perf):
+// warns, as a command that read a trace file ends, of the damage its reader saw in the file
 // (TraceReader::damage(): a corrupt file that still opens). What the command printed may hold
 // wrong or missing names, and a person should know why; the exit code stays the command's.
 #pragma once
@@ -8,7 +9,7 @@
 
 #include "npuscope/core/trace_reader.h"
 
-namespace npuscope::cli {
+namespace npuscope {
 
 class DamageWarning {
  public:
@@ -29,4 +30,4 @@ class DamageWarning {
   const TraceReader& reader_;
 };
 
-}  // namespace npuscope::cli
+}  // namespace npuscope
