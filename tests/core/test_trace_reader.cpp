@@ -744,6 +744,7 @@ TEST(TraceReader, ReadsWhileATraceWriterIsWriting) {
   auto ended = reader->run(*run);
   ASSERT_TRUE(ended.isOk());
   EXPECT_EQ(ended->status, "completed");
+  EXPECT_TRUE(reader->damage().empty()) << reader->damage().front();  // a live file is no damaged one
 }
 
 // ---------------------------------------------------------------------------------------------
