@@ -124,6 +124,7 @@ std::shared_ptr<TraceImport::Outcome> TraceImport::run(const QString& source, co
   o.progress = [this](int64_t done, int64_t total) {
     done_.store(done);
     total_.store(total);
+    if (progress_hook_) progress_hook_(done, total);
     return !cancel_.load();
   };
   auto r = import::importPath(source.toStdString(), partial.toStdString(), o);

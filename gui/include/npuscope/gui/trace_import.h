@@ -12,6 +12,7 @@
 #include <QObject>
 #include <QString>
 #include <atomic>
+#include <functional>
 #include <memory>
 
 namespace npuscope::gui {
@@ -44,6 +45,10 @@ class TraceImport : public QObject {
   int64_t total() const { return total_.load(); }
   void setCacheDir(const QString& dir) { cache_dir_ = dir; }
   QString cacheDir() const { return cache_dir_; }
+  // Called on the conversion's thread at each progress report, after done() and total() took
+  // its figures and before cancel() is looked at: tests hold a conversion there to act on it
+  // while it certainly runs. Set it before start().
+  void setProgressHook(std::function<void(int64_t done, int64_t total)> hook) { progress_hook_ = std::move(hook); }
 
  signals:
   // The npuscope file is ready at `db`; `summary` says what was imported (one line a rank,
@@ -62,6 +67,7 @@ class TraceImport : public QObject {
   std::atomic<bool> cancel_{false};
   std::atomic<int64_t> done_{0}, total_{0};
   QString cache_dir_;
+  std::function<void(int64_t, int64_t)> progress_hook_;
 };
 
 }  // namespace npuscope::gui
