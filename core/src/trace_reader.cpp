@@ -476,7 +476,7 @@ StatusOr<std::vector<OpIdRange>> TraceReader::opRanges(const BlockFilter& f) {
   // Blocks closer than this many ids are read as one range: skipping a few rows costs less than
   // another seek.
   constexpr int64_t kJoinGap = 256;
-  std::vector<OpIdRange> out;
+  std::vector<OpIdRange> blocks;
   {
     StmtUse use(st);
     sqlite3_bind_int64(st, 1, f.run_id);
@@ -488,14 +488,22 @@ StatusOr<std::vector<OpIdRange>> TraceReader::opRanges(const BlockFilter& f) {
     bindStepFilter(st, 7, f.steps);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-      const int64_t lo = sqlite3_column_int64(st, 0), hi = sqlite3_column_int64(st, 1);
-      if (!out.empty() && lo <= out.back().hi + kJoinGap) {
-        out.back().hi = std::max(out.back().hi, hi);
-      } else {
-        out.push_back(OpIdRange{lo, hi});
-      }
+      blocks.push_back(OpIdRange{sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1)});
     }
     if (rc != SQLITE_DONE) return stepError(db_.get(), "reading op blocks");
+  }
+  // In id order and disjoint even when a corrupt index returns blocks out of order: each op is
+  // read once, and ids rise from range to range.
+  if (!std::is_sorted(blocks.begin(), blocks.end(), [](const OpIdRange& a, const OpIdRange& b) { return a.lo < b.lo; })) {
+    std::sort(blocks.begin(), blocks.end(), [](const OpIdRange& a, const OpIdRange& b) { return a.lo < b.lo; });
+  }
+  std::vector<OpIdRange> out;
+  for (const OpIdRange& b : blocks) {
+    if (!out.empty() && b.lo <= out.back().hi + kJoinGap) {
+      out.back().hi = std::max(out.back().hi, b.hi);
+    } else {
+      out.push_back(b);
+    }
   }
   ASSIGN_OR_RETURN(std::optional<OpIdRange> tail, unblockedOps());
   if (tail) {
@@ -824,9 +832,19 @@ OpSlice TraceReader::opSliceAt(sqlite3_stmt* st) {
   return o;
 }
 
+bool TraceReader::opInOrder(int64_t id, int64_t* last_id) {
+  if (id > *last_id) {
+    *last_id = id;
+    return true;
+  }
+  noteDamage("its op_events table returns rows out of id order: the ops after such a row are not read");
+  return false;
+}
+
 bool OpCursor::next(OpSlice* out) {
   while (status_.isOk() && stmt_.get()) {
-    const int rc = sqlite3_step(stmt_.get());
+    int rc = sqlite3_step(stmt_.get());
+    if (rc == SQLITE_ROW && !reader_->opInOrder(sqlite3_column_int64(stmt_.get(), 0), &last_id_)) rc = SQLITE_DONE;
     if (rc == SQLITE_ROW) {
       *out = reader_->opSliceAt(stmt_.get());
       return true;
@@ -894,6 +912,7 @@ StatusOr<std::vector<OpSlice>> TraceReader::timeline(const TimelineQuery& q) {
                                            " AND thread_id=?4 AND start_ns<?5 AND ((start_ns>=?6 AND dur_ns>=?7)"
                                            " OR (start_ns<?6 AND start_ns+dur_ns>?6)) ORDER BY rowid"));
   std::vector<OpSlice> out;
+  int64_t last_id = kMinTime;
   for (const OpIdRange& r : ranges) {
     StmtUse use(st);
     sqlite3_bind_int64(st, 1, r.lo);
@@ -904,10 +923,11 @@ StatusOr<std::vector<OpSlice>> TraceReader::timeline(const TimelineQuery& q) {
     sqlite3_bind_int64(st, 6, q.window.begin_ns);
     sqlite3_bind_int64(st, 7, q.min_dur_ns);
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW && opInOrder(sqlite3_column_int64(st, 0), &last_id)) {
       if (q.limit != 0 && out.size() >= q.limit) return out;
       out.push_back(opSliceAt(st));
     }
+    if (rc == SQLITE_ROW) continue;  // out of order: damage, noted
     if (rc != SQLITE_DONE) return stepError(db_.get(), "reading the timeline");
   }
   return out;
@@ -925,6 +945,7 @@ StatusOr<std::vector<OpSlice>> TraceReader::stepOps(int64_t run_id, const StepRa
                                           " FROM op_events WHERE rowid BETWEEN ?1 AND ?2 AND run_id=?3"
                                           " AND step BETWEEN ?4 AND ?5 ORDER BY rowid"));
   std::vector<OpSlice> out;
+  int64_t last_id = kMinTime;
   for (const OpIdRange& r : ranges) {
     StmtUse use(st);
     sqlite3_bind_int64(st, 1, r.lo);
@@ -933,9 +954,10 @@ StatusOr<std::vector<OpSlice>> TraceReader::stepOps(int64_t run_id, const StepRa
     sqlite3_bind_int64(st, 4, range.first);
     sqlite3_bind_int64(st, 5, range.last);
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW && opInOrder(sqlite3_column_int64(st, 0), &last_id)) {
       out.push_back(opSliceAt(st));
     }
+    if (rc == SQLITE_ROW) continue;  // out of order: damage, noted
     if (rc != SQLITE_DONE) return stepError(db_.get(), "reading a step's ops");
   }
   return out;

@@ -324,13 +324,18 @@ class TraceReader {
   // as the reader. Reloads the strings table when a live file has grown new ones.
   std::string_view stringValue(int64_t id);
   // Damage seen while reading a corrupt file that still opens (its strings table out of order,
-  // unreadable part-way, or lacking an id a row names), one sentence each, in the order seen.
+  // unreadable part-way, or lacking an id a row names; op rows out of id order), one sentence
+  // each, in the order seen.
   // Not an integrity check: only what was read is looked at (strings are read when a name is
   // first asked for). Reading goes on past it, so a report can still be printed; front-ends
   // warn with these.
   const std::vector<std::string>& damage() const { return damage_; }
   // The op of a statement's current row (columns kOpColumns), its strings from the cache.
   OpSlice opSliceAt(sqlite3_stmt* st);
+  // Op rows read in id order come with rising ids; one that does not (a corrupt b-tree can send
+  // a read round in a loop, millions of rows from a small file) is damage, noted, and the read
+  // stops there. `last_id` is the id before, updated when in order.
+  bool opInOrder(int64_t id, int64_t* last_id);
 
   // A read transaction: every query between begin and end sees one snapshot of a live file.
   // Nesting is counted; only the outermost pair talks to SQLite.
@@ -382,6 +387,7 @@ class OpCursor {
   ScopedStmt stmt_;              // bound to ranges_[next_range_]
   std::vector<OpIdRange> ranges_;
   size_t next_range_ = 0;
+  int64_t last_id_ = INT64_MIN;
   Status status_;
 };
 
