@@ -60,6 +60,7 @@ if [ -z "$(ls -A "$long/corpus")" ]; then
   [ -d "fuzz/campaigns/${TARGET#fuzz_}" ] && cp -r "fuzz/campaigns/${TARGET#fuzz_}/." "$long/corpus/"
 fi
 echo "fuzz-long: $TARGET for ${SECONDS_EACH}s in $PROCESSES process(es) over $long/corpus ($(ls "$long/corpus" | wc -l) inputs)"
+started=$(date +%s)
 pids=()
 for i in $(seq 1 "$PROCESSES"); do
   ASAN_OPTIONS=detect_leaks=1:malloc_context_size=0:quarantine_size_mb=16 \
@@ -71,15 +72,16 @@ for i in $(seq 1 "$PROCESSES"); do
 done
 result=ok
 for p in "${pids[@]}"; do wait "$p" || result=FAILED; done
+elapsed=$(($(date +%s) - started))  # shorter than asked when a failure stopped it
 execs=0
 for i in $(seq 1 "$PROCESSES"); do
   n=$(sed -n 's/^stat::number_of_executed_units: *//p' "$long/logs/segment-$segment-$i.log" | tail -1)
   execs=$((execs + ${n:-0}))
 done
-printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$SECONDS_EACH" "$PROCESSES" "$execs" \
+printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$elapsed" "$PROCESSES" "$execs" \
   "$(ls "$long/corpus" | wc -l)" "$result" >> "$long.tsv"
 [ -f fuzz/campaigns.tsv ] || printf 'target\tended\tseconds\tprocesses\texecutions\tcorpus\tresult\tcommit\n' > fuzz/campaigns.tsv
-printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$TARGET" "$(date -u +%FT%TZ)" "$SECONDS_EACH" "$PROCESSES" "$execs" \
+printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$TARGET" "$(date -u +%FT%TZ)" "$elapsed" "$PROCESSES" "$execs" \
   "$(ls "$long/corpus" | wc -l)" "$result" "$commit" >> fuzz/campaigns.tsv
 total=$(awk -F'\t' -v t="$TARGET" '$1 == t {s += $5} END {printf "%.0f\n", s}' fuzz/campaigns.tsv)
 echo "fuzz-long: $TARGET $execs executions in this segment ($result); campaign total $total over" \
