@@ -1,5 +1,6 @@
 #include "npuscope/core/chrome_trace.h"
 #include "npuscope/core/predicted_timeline.h"
+#include "npuscope/core/saturating.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -744,13 +745,13 @@ Status ChromeTraceExporter::flushDeviceTasks() {
       last_end = std::numeric_limits<int64_t>::min();
     }
     if (t.start < last_end) {
-      const int64_t end = std::max(t.start + t.dur, last_end);
+      const int64_t end = std::max(saturatingAdd(t.start, t.dur), last_end);
       t.start = last_end;
-      t.dur = end - last_end;
+      t.dur = saturatingSub(end, last_end);
       ++summary_.clamped_slices;
       renderDeviceTask(t);
     }
-    last_end = t.start + t.dur;
+    last_end = saturatingAdd(t.start, t.dur);
     RETURN_IF_ERROR(part_.event(t.text));
     ++summary_.device_events;
   }
@@ -760,7 +761,7 @@ Status ChromeTraceExporter::flushDeviceTasks() {
 }
 
 Status ChromeTraceExporter::emitHost(HostTrack& track, const HostItem& item) {
-  const int64_t end = track.nest(item.start, item.start + item.dur, &summary_.clamped_slices);
+  const int64_t end = track.nest(item.start, saturatingAdd(item.start, item.dur), &summary_.clamped_slices);
   std::string& s = scratch_;
   s.clear();
   if (item.is_step) {

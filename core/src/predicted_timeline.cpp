@@ -7,6 +7,7 @@
 
 #include "npuscope/core/format.h"
 #include "npuscope/core/op_support.h"
+#include "npuscope/core/saturating.h"
 #include "npuscope/core/trace_reader.h"
 
 namespace npuscope {
@@ -143,7 +144,7 @@ int64_t collectiveDurationNs(std::string_view name, int64_t bytes, const HostMod
   } else {
     ns = phase + s / bw * 1e9;  // broadcast, all-gather, reduce, gather, scatter, send, receive
   }
-  return static_cast<int64_t>(ns + 0.5);
+  return saturatingRound(ns);
 }
 
 HostModelParams hostModelParamsFor(const RunRow& run) {
@@ -204,18 +205,18 @@ PredictedStep predictStep(int64_t step, std::vector<PredictedInput> ops, const H
   };
   auto waitForDevice = [&] {
     const int64_t t = drained();
-    if (t > host) s.host_wait_ns += t - host, host = t;
+    if (t > host) s.host_wait_ns = saturatingAdd(s.host_wait_ns, t - host), host = t;
     ++s.syncs;
   };
   auto spend = [&](int64_t ns) {
-    host += ns;
-    s.dispatch_ns += ns;
+    host = saturatingAdd(host, ns);
+    s.dispatch_ns = saturatingAdd(s.dispatch_ns, ns);
   };
   // Launches one device task: the time it reaches the device.
   auto launch = [&] {
     if (p.task_queue) {
       spend(p.enqueue_ns);
-      launcher = std::max(launcher, host) + p.launch_ns;
+      launcher = saturatingAdd(std::max(launcher, host), p.launch_ns);
       return launcher;
     }
     spend(p.launch_ns);
@@ -270,18 +271,18 @@ PredictedStep predictStep(int64_t step, std::vector<PredictedInput> ops, const H
       // Leave the op.
       PredictedOp* o = out && f.out_slot != SIZE_MAX ? &(*out)[f.out_slot] : nullptr;
       if (f.role == PredictedRole::kKernel) {
-        const int64_t dur = static_cast<int64_t>(static_cast<double>(op.device_dur_ns) * p.device_scale + 0.5);
+        const int64_t dur = saturatingRound(static_cast<double>(op.device_dur_ns) * p.device_scale);
         const int64_t launched = launch();
         const size_t d = static_cast<size_t>(op.device);
         streams(d);
         int64_t start = std::max(launched, stream_end[d]);
         if (!op.backward && comm_end[d] > start) {  // outside backward: waits for the collectives
-          s.comm_wait_ns += comm_end[d] - start;
+          s.comm_wait_ns = saturatingAdd(s.comm_wait_ns, comm_end[d] - start);
           start = comm_end[d];
         }
-        stream_end[d] = start + dur;
+        stream_end[d] = saturatingAdd(start, dur);
         if (first_start[d] < 0) first_start[d] = start;
-        s.device_busy_ns += dur;
+        s.device_busy_ns = saturatingAdd(s.device_busy_ns, dur);
         ++s.kernels;
         if (o) o->device_start_ns = start, o->device_dur_ns = dur;
       } else if (f.role == PredictedRole::kCollective) {
@@ -290,13 +291,13 @@ PredictedStep predictStep(int64_t step, std::vector<PredictedInput> ops, const H
         const size_t d = static_cast<size_t>(op.device);
         streams(d);
         const int64_t start = std::max({launched, stream_end[d], comm_end[d]});
-        comm_end[d] = start + dur;
-        s.comm_ns += dur;
+        comm_end[d] = saturatingAdd(start, dur);
+        s.comm_ns = saturatingAdd(s.comm_ns, dur);
         ++s.collectives;
         if (o) o->device_start_ns = start, o->device_dur_ns = dur;
       } else if (f.role == PredictedRole::kFallback) {
         waitForDevice();
-        host += std::max<int64_t>(0, op.device_dur_ns);
+        host = saturatingAdd(host, std::max<int64_t>(0, op.device_dur_ns));
       }
       if ((op.host_sync || isHostSyncOpName(op.name)) && f.role != PredictedRole::kFallback) {
         waitForDevice();
@@ -312,7 +313,7 @@ PredictedStep predictStep(int64_t step, std::vector<PredictedInput> ops, const H
   // Communication still running when the compute streams are done is exposed too.
   for (size_t d = 0; d < comm_end.size(); ++d) {
     const int64_t done = std::max(host, stream_end[d]);
-    if (comm_end[d] > done) s.comm_wait_ns += comm_end[d] - done;
+    if (comm_end[d] > done) s.comm_wait_ns = saturatingAdd(s.comm_wait_ns, comm_end[d] - done);
   }
   int64_t first = INT64_MAX;
   for (size_t d = 0; d < first_start.size(); ++d) {

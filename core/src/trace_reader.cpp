@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "npuscope/core/database.h"
+#include "npuscope/core/saturating.h"
 
 namespace npuscope {
 namespace {
@@ -184,12 +185,12 @@ class OpAggregator {
       const int32_t g = groupOf(name_id, shapes_id);
       Group& gr = groups_[static_cast<size_t>(g)];
       ++gr.calls;
-      gr.total += dur;
-      gr.self += dur;
+      gr.total = saturatingAdd(gr.total, dur);
+      gr.self = saturatingAdd(gr.self, dur);
       gr.min = std::min(gr.min, dur);
       gr.max = std::max(gr.max, dur);
       if (device_dur >= 0) {
-        gr.device += device_dur;
+        gr.device = saturatingAdd(gr.device, device_dur);
         ++gr.device_calls;
       }
       ids_.set(id, g);
@@ -198,7 +199,7 @@ class OpAggregator {
     if (parent_id >= 0) {
       const int32_t pg = ids_.get(parent_id);
       if (pg >= 0) {
-        groups_[static_cast<size_t>(pg)].self -= dur;
+        subtractChild(pg, dur);
       } else {
         pending_.emplace_back(parent_id, dur);
       }
@@ -212,7 +213,7 @@ class OpAggregator {
     for (const auto& [parent, dur] : pending_) {
       const int32_t pg = ids_.get(parent);
       if (pg >= 0) {
-        groups_[static_cast<size_t>(pg)].self -= dur;
+        subtractChild(pg, dur);
       } else {
         left.emplace_back(parent, dur);
       }
@@ -223,7 +224,10 @@ class OpAggregator {
 
   // The group of a selected op seen by this aggregator, or -1.
   int32_t groupOfOp(int64_t id) { return ids_.get(id); }
-  void subtractChild(int32_t group, int64_t dur) { groups_[static_cast<size_t>(group)].self -= dur; }
+  void subtractChild(int32_t group, int64_t dur) {
+    int64_t& self = groups_[static_cast<size_t>(group)].self;
+    self = saturatingSub(self, dur);
+  }
 
   // Adds the groups of `part` (another part of a split scan) to this one; returns the index here
   // of each of part's groups.
@@ -234,11 +238,11 @@ class OpAggregator {
       const int32_t here = groupOf(g.name_id, g.shapes_id);
       Group& h = groups_[static_cast<size_t>(here)];
       h.calls += g.calls;
-      h.total += g.total;
-      h.self += g.self;
+      h.total = saturatingAdd(h.total, g.total);
+      h.self = saturatingAdd(h.self, g.self);
       h.min = std::min(h.min, g.min);
       h.max = std::max(h.max, g.max);
-      h.device += g.device;
+      h.device = saturatingAdd(h.device, g.device);
       h.device_calls += g.device_calls;
       map.push_back(here);
     }
@@ -339,7 +343,7 @@ Status feedAggregator(sqlite3* db, sqlite3_stmt* st, bool by_shapes, int64_t end
     if (windowed) {
       const int64_t start = sqlite3_column_int64(st, 6);
       selected = start < end_ns;
-      if (selected && max_end) *max_end = std::max(*max_end, start + dur);
+      if (selected && max_end) *max_end = std::max(*max_end, saturatingAdd(start, dur));
     }
     agg->add(sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
              by_shapes ? sqlite3_column_int64(st, 3) : 0, dur, sqlite3_column_int64(st, 5), selected);
@@ -462,7 +466,7 @@ StatusOr<std::optional<OpIdRange>> TraceReader::unblockedOps() {
   if (covered == kMinTime) {
     ASSIGN_OR_RETURN(sqlite3_stmt * lo, cached("min_op_id", "SELECT min(rowid) FROM op_events"));
     ASSIGN_OR_RETURN(covered, scalarInt(db_.get(), lo, 1, "reading op ids"));
-    --covered;
+    covered = saturatingSub(covered, 1);
   }
   return std::optional<OpIdRange>(OpIdRange{covered + 1, max_id});
 }
@@ -494,12 +498,11 @@ StatusOr<std::vector<OpIdRange>> TraceReader::opRanges(const BlockFilter& f) {
   }
   // In id order and disjoint even when a corrupt index returns blocks out of order: each op is
   // read once, and ids rise from range to range.
-  if (!std::is_sorted(blocks.begin(), blocks.end(), [](const OpIdRange& a, const OpIdRange& b) { return a.lo < b.lo; })) {
-    std::sort(blocks.begin(), blocks.end(), [](const OpIdRange& a, const OpIdRange& b) { return a.lo < b.lo; });
-  }
+  const auto by_first_id = [](const OpIdRange& a, const OpIdRange& b) { return a.lo < b.lo; };
+  if (!std::is_sorted(blocks.begin(), blocks.end(), by_first_id)) std::sort(blocks.begin(), blocks.end(), by_first_id);
   std::vector<OpIdRange> out;
   for (const OpIdRange& b : blocks) {
-    if (!out.empty() && b.lo <= out.back().hi + kJoinGap) {
+    if (!out.empty() && b.lo <= saturatingAdd(out.back().hi, kJoinGap)) {
       out.back().hi = std::max(out.back().hi, b.hi);
     } else {
       out.push_back(b);
@@ -803,8 +806,8 @@ StatusOr<OpAggregateTable> TraceReader::opAggregates(const OpAggregateQuery& q) 
   auto& groups = agg.groups();
   table.group_count = static_cast<int64_t>(groups.size());
   for (const auto& g : groups) {
-    table.self_sum_ns += g.self;
-    table.total_device_ns += g.device;
+    table.self_sum_ns = saturatingAdd(table.self_sum_ns, g.self);
+    table.total_device_ns = saturatingAdd(table.total_device_ns, g.device);
   }
   table.rows.reserve(groups.size());
   for (const auto& g : groups) {
@@ -1129,7 +1132,7 @@ StatusOr<std::vector<StepDeviceTime>> TraceReader::stepTaskTimes(int64_t run_id)
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     const int64_t step = sqlite3_column_int64(st, 0), dev = sqlite3_column_int64(st, 1);
-    const int64_t start = sqlite3_column_int64(st, 2), end = start + sqlite3_column_int64(st, 3);
+    const int64_t start = sqlite3_column_int64(st, 2), end = saturatingAdd(start, sqlite3_column_int64(st, 3));
     if (out.empty() || out.back().step != step) {
       out.emplace_back();
       out.back().step = step;
@@ -1142,7 +1145,7 @@ StatusOr<std::vector<StepDeviceTime>> TraceReader::stepTaskTimes(int64_t run_id)
     }
     ++t.device_ops;
     if (end > covered_to) {
-      t.device_busy_ns += end - std::max(start, covered_to);
+      t.device_busy_ns = saturatingAdd(t.device_busy_ns, saturatingSub(end, std::max(start, covered_to)));
       covered_to = end;
     }
     t.device_first_ns = t.device_first_ns < 0 ? start : std::min(t.device_first_ns, start);
@@ -1179,9 +1182,9 @@ StatusOr<std::vector<StepDeviceTime>> TraceReader::stepDeviceTimes(int64_t run_i
           if (sqlite3_column_type(st, 2) == SQLITE_NULL) continue;
           const int64_t start = sqlite3_column_int64(st, 1), dur = sqlite3_column_int64(st, 2);
           ++t.device_ops;
-          t.device_busy_ns += dur;
+          t.device_busy_ns = saturatingAdd(t.device_busy_ns, dur);
           t.device_first_ns = t.device_first_ns < 0 ? start : std::min(t.device_first_ns, start);
-          t.device_last_ns = std::max(t.device_last_ns, start + dur);
+          t.device_last_ns = std::max(t.device_last_ns, saturatingAdd(start, dur));
         }
         if (rc != SQLITE_DONE) return stepError(db, "reading device time per step");
         return Status::ok();
@@ -1194,7 +1197,7 @@ StatusOr<std::vector<StepDeviceTime>> TraceReader::stepDeviceTimes(int64_t run_i
       StepDeviceTime& m = it->second;
       m.ops += t.ops;
       m.device_ops += t.device_ops;
-      m.device_busy_ns += t.device_busy_ns;
+      m.device_busy_ns = saturatingAdd(m.device_busy_ns, t.device_busy_ns);
       if (t.device_first_ns >= 0) {
         m.device_first_ns = m.device_first_ns < 0 ? t.device_first_ns : std::min(m.device_first_ns, t.device_first_ns);
       }

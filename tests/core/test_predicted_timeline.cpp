@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <string>
 #include <unistd.h>
@@ -136,6 +137,23 @@ TEST(PredictedTimeline, KernelsWithoutTaskQueueLaunchOnTheHostThread) {
   EXPECT_EQ(s.devices, 1);
   EXPECT_NEAR(s.deviceIdleShare(), 1 - 155.0 / 173, 1e-12);
   EXPECT_EQ(boundBy(s), BoundBy::kDevice);  // idle 10 %, 155 of device work against 54 of host work
+}
+
+// A corrupt file's device duration near INT64_MAX: the predicted stream end and device busy time
+// clamp at the int64 range (the double-to-int64 rounding and the sums would otherwise overflow).
+TEST(PredictedTimeline, AHugeDeviceDurationClampsAtTheInt64Range) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  Builder b;
+  const int64_t a = b.add("aten::mm", 0, kMax), c = b.add("aten::add", 0, 5);
+  std::vector<PredictedOp> out;
+  const PredictedStep s = predictStep(0, b.ops, params(false), &out);
+  // A: dispatch 0..10, launch ..18, device from 18 for kMax. C waits for a stream that never drains.
+  EXPECT_EQ(find(out, a)->device_start_ns, 18);
+  EXPECT_EQ(find(out, a)->device_dur_ns, kMax);
+  EXPECT_EQ(find(out, c)->device_start_ns, kMax);
+  EXPECT_EQ(s.device_busy_ns, kMax);
+  EXPECT_EQ(s.step_ns, kMax);
+  EXPECT_EQ(s.kernels, 2);
 }
 
 TEST(PredictedTimeline, TaskQueueLaunchesOnASecondThread) {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <random>
 
 #include "npuscope/core/clock.h"
@@ -797,6 +798,43 @@ TEST(TraceReader, DeviceTimePerStep) {
   auto none = r->stepDeviceTimes(2);  // run 2's only op has no step
   ASSERT_TRUE(none.isOk());
   EXPECT_TRUE(none->empty());
+}
+
+// A corrupt file's durations near INT64_MAX (fuzz/corpus/trace_file/ubsan-aggregate-sum-overflow.db
+// has them): the op table's and the step device time's sums clamp at the int64 range instead of
+// overflowing (undefined behaviour; in practice a wrapped, negative figure).
+TEST(TraceReader, SumsOfHugeDurationsClampAtTheInt64Range) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  const std::string p = tempPath("huge.db");
+  {
+    auto db = openTraceDatabase(p, OpenMode::kReadWrite);
+    ASSERT_TRUE(db.isOk()) << db.status().message();
+    ASSERT_TRUE(execSql(db->get(),
+                        "INSERT INTO runs(id, started_ns, wall_start_ns, status, command, model)"
+                        " VALUES (1, 0, 0, 'completed', 'train', 'mlp');"
+                        "INSERT INTO steps(run_id, step, start_ns, dur_ns, overflow, skipped) VALUES (1, 0, 0, 10, 0, 0);")
+                    .isOk());
+    insertOps(db->get(), 1,
+              {
+                  {1, -1, "aten::huge", 0, kMax - 10, 1, 0, 0, nullptr, nullptr, -1, false, 0, 0, kMax - 10},
+                  {2, -1, "aten::huge", 10, 100, 1, 0, 0, nullptr, nullptr, -1, false, 0, 5, 100},
+                  {3, 2, "aten::negative", 20, kMin + 1, 1, 1, 0},
+              });
+  }
+  auto r = openReader(p);
+  ASSERT_TRUE(r);
+  OpAggregateQuery q;
+  q.run_id = 1;
+  const OpAggregateTable t = aggregates(*r, q);
+  // huge: total (kMax - 10) + 100 and self that minus a negative child: both clamp at kMax.
+  expectRows(t, {{"aten::huge", 2, kMax, kMax, 100, kMax - 10, kMax}, {"aten::negative", 1, kMin + 1, kMin + 1, kMin + 1, kMin + 1, 0}});
+  EXPECT_EQ(t.self_sum_ns, 0);  // kMax + (kMin + 1)
+  EXPECT_EQ(t.total_device_ns, kMax);
+  auto steps = r->stepDeviceTimes(1);
+  ASSERT_TRUE(steps.isOk()) << steps.status().message();
+  ASSERT_EQ(steps->size(), 1u);
+  EXPECT_EQ((*steps)[0].device_busy_ns, kMax);
+  EXPECT_EQ((*steps)[0].device_last_ns, kMax - 10);
 }
 
 TEST(TraceReader, MemoryPeaksPerDevice) {
