@@ -24,7 +24,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "npuscope/core/trace_writer.h"
+#include "npuscope/store/trace_writer.h"
 #include "npuscope/device/npu.h"
 #include "npuscope/dumper/dumper.h"
 #include "ratio.h"

@@ -11,6 +11,7 @@
 //   report_seconds_10m_ops            the op table over a generated 10M-op file                <= 2
 // "No profiler" means the callbacks are not registered with libtorch at all; the blocks of the
 // two variants alternate (ratio.h), so the ratios hold even on a busy machine.
+#include <sqlite3.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -21,15 +22,15 @@
 #include <unistd.h>
 
 #include "ratio.h"
-#include "npuscope/core/clock.h"
-#include "npuscope/core/database.h"
-#include "npuscope/core/string_table.h"
-#include "npuscope/core/trace_reader.h"
-#include "npuscope/core/trace_writer.h"
+#include "npuscope/store/clock.h"
+#include "npuscope/store/database.h"
+#include "npuscope/store/string_table.h"
+#include "npuscope/store/trace_reader.h"
+#include "npuscope/store/trace_writer.h"
 #include "npuscope/device/npu.h"
 #include "npuscope/profiler/session.h"
 #include "src/op_recorder.h"
-#include "workloads/models.h"
+#include "npuscope/workloads/models.h"
 
 namespace npuscope {
 namespace {
@@ -306,7 +307,7 @@ BENCHMARK(BM_Report10MOps)->Iterations(3)->Unit(benchmark::kMillisecond);
 // A new trace file: openTraceDatabase gives it the current schema as one script (written at build
 // time); before, it ran every migration from schema 1 (each ALTER TABLE reloads the whole
 // schema). The migrations are what an old file still takes: schema 1 from
-// core/schema/001_initial.sql, then the rest in one transaction.
+// store/schema/001_initial.sql, then the rest in one transaction.
 void BM_NewTraceFile(benchmark::State& state) {
   std::ifstream in(std::string(NPUSCOPE_SCHEMA_DIR) + "/001_initial.sql");
   const std::string v1((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -1,7 +1,7 @@
 """An unmodified CUDA training script: torch.cuda.amp (the snippet of the plugin-adaptation
 guide), nothing npuscope-specific. Run it on the npu with
 
-    build/profiler/npuscope run --transfer-to-npu -- examples/cuda_amp_script.py
+    build/cli/npuscope run --transfer-to-npu -- examples/cuda_amp_script.py
 
 (or add `import npuscope.transfer_to_npu` at its top, as with torch_npu's transfer_to_npu).
 """

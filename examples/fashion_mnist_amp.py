@@ -83,7 +83,7 @@ class FashionMNIST(Dataset):
 
 
 class Cnn(nn.Module):
-    """npuscope's built-in ``cnn`` (profiler/workloads/models.cpp): two 3x3 conv + ReLU + 2x2 max-pool
+    """npuscope's built-in ``cnn`` (workloads/src/models.cpp): two 3x3 conv + ReLU + 2x2 max-pool
     blocks (16, 32 channels), then a linear classifier; same module names."""
 
     def __init__(self):

@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <string>
 
-#include "npuscope/core/cluster.h"
-#include "npuscope/core/predicted_timeline.h"
-#include "npuscope/core/trace_reader.h"
+#include "npuscope/analysis/cluster.h"
+#include "npuscope/analysis/predicted_timeline.h"
+#include "npuscope/store/trace_reader.h"
 #include "scratch.h"
 
 

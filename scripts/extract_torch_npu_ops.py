@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""Build core/data/torch_npu_ops_<version>.txt: which ATen operators torch_npu registers for the
+"""Build analysis/data/torch_npu_ops_<version>.txt: which ATen operators torch_npu registers for the
 NPU, and how, for one torch_npu release.
 
-Inputs (three YAML files of BSD-3-Clause projects; core/data/PROVENANCE.md names the exact
+Inputs (three YAML files of BSD-3-Clause projects; analysis/data/PROVENANCE.md names the exact
 repositories, paths and commits):
   --torch-npu     torch_npu/csrc/aten/npu_native_functions.yaml   (Ascend/pytorch)
   --op-plugin     op_plugin/config/v2r0/op_plugin_functions.yaml  (Ascend/op-plugin)
@@ -36,7 +36,7 @@ Usage:
   git -C <Ascend/op-plugin mirror> show <commit>:op_plugin/config/v2r0/op_plugin_functions.yaml > o.yaml
   scripts/extract_torch_npu_ops.py --torch-npu a.yaml --op-plugin o.yaml \
       --aten /usr/lib/python3/dist-packages/torchgen/packaged/ATen/native/native_functions.yaml \
-      --version "..." --out core/data/torch_npu_ops_v2.0.1-5.0.0.txt
+      --version "..." --out analysis/data/torch_npu_ops_v2.0.1-5.0.0.txt
 Prints a count per category on stderr, and the listed names the catalogue does not know.
 Needs PyYAML (python3-yaml).
 """

@@ -16,7 +16,7 @@ PACKAGES=(
                           # the OpenMP build shares libtorch's OpenMP threads (see below)
   libsqlite3-dev          # the trace store
   libprotobuf-dev         # Ascend DumpData headers for dump files
-  protobuf-compiler       # protoc: generates the C++ of core/proto/*.proto, decodes dumps in tests
+  protobuf-compiler       # protoc: generates the C++ of dumper/proto/*.proto, decodes dumps in tests
   libgtest-dev            # GoogleTest for the unit tests
   libgmock-dev            # GoogleMock (comes with GoogleTest's CMake package)
   libbenchmark-dev        # Google Benchmark for benchmarks/

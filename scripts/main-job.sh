@@ -9,6 +9,6 @@ bash scripts/install-deps.sh
 bash scripts/build.sh
 BUILD_DIR=${NPUSCOPE_BUILD_DIR:-build}
 DB=${NPUSCOPE_DB:-npuscope.db}
-"$BUILD_DIR/profiler/npuscope" train --model cnn --device npu:0 --opt-level O2 --optimizer adam --lr 1e-3 \
+"$BUILD_DIR/cli/npuscope" train --model cnn --device npu:0 --opt-level O2 --optimizer adam --lr 1e-3 \
   --epochs 1 --db "$DB" "$@"
-"$BUILD_DIR/profiler/npuscope" report "$DB"
+"$BUILD_DIR/cli/npuscope" report "$DB"

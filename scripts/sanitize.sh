@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Sanitizer builds, each in its own build directory (CI runs both):
-#   thread            core's tests (the multi-producer trace writer, its checkpointer) and the
+#   thread            the store's and analysis's tests (the multi-producer trace writer, its checkpointer) and the
 #                     dumper's multi-threaded file writers under ThreadSanitizer; libtorch is
 #                     not instrumented, so torch code is left to ASan/UBSan
-#   address           AddressSanitizer + UBSan over the core, import, device, profiler, dumper and
+#   address           AddressSanitizer + UBSan over the store, analysis, import, device, profiler, dumper and
 #                     CLI tests (the CLI tests run the instrumented npuscope binary)
 # Usage: scripts/sanitize.sh [thread|address] (default: both)
 set -euo pipefail
@@ -21,9 +21,10 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 
 if [[ $which == all || $which == thread ]]; then
   cmake -S . -B build-tsan "${common[@]}" -DNPUSCOPE_SANITIZE=thread >/dev/null
-  cmake --build build-tsan --target test_core test_dump_compare test_import
+  cmake --build build-tsan --target test_store test_analysis test_dump_compare test_import
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
-  build-tsan/tests/core/test_core --gtest_brief=1
+  build-tsan/tests/store/test_store --gtest_brief=1
+  build-tsan/tests/analysis/test_analysis --gtest_brief=1
   build-tsan/tests/import/test_import --gtest_brief=1  # the importer's reading pipeline
   build-tsan/tests/dumper/test_dump_compare --gtest_brief=1 --gtest_filter='DumpWriter.*:PayloadPool.*'
   unset TSAN_OPTIONS
@@ -32,13 +33,13 @@ fi
 
 if [[ $which == all || $which == address ]]; then
   cmake -S . -B build-asan "${common[@]}" -DNPUSCOPE_SANITIZE=address,undefined >/dev/null
-  targets=(test_core test_import test_device_runtime test_npu_tensors test_profiler test_dump_compare test_dumper
+  targets=(test_store test_analysis test_import test_device_runtime test_npu_tensors test_profiler test_dump_compare test_dumper
            test_cli_train test_cli_report test_cli_dump test_cli_faults test_cli_import)
   cmake --build build-asan --target "${targets[@]}"
   # libtorch itself is not built with ASan: leaks inside it are not ours.
   export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   # Only the targets built above: the other executables' tests are listed as *_NOT_BUILT.
   ctest --test-dir build-asan -j 2 --timeout 900 --output-on-failure -E '_NOT_BUILT$' \
-        -L '^(core|import|device|profiler|dumper|cli)$'
+        -L '^(store|analysis|import|device|profiler|dumper|cli)$'
   echo "sanitize: AddressSanitizer + UBSan passed"
 fi

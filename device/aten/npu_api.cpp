@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "aten/npu_tensor.h"
-#include "npuscope/core/op_support.h"
+#include "npuscope/analysis/op_support.h"
 #include "npuscope/device/npu.h"
 
 namespace npuscope::npu {

@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "npuscope/core/format.h"
+#include "npuscope/store/format.h"
 #include "npuscope/device/device_log.h"
 #include "npuscope/device/runtime.h"
 

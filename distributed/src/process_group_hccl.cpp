@@ -6,8 +6,8 @@
 
 #include <atomic>
 
-#include "npuscope/core/clock.h"
-#include "npuscope/core/collective_sink.h"
+#include "npuscope/store/clock.h"
+#include "npuscope/store/collective_sink.h"
 #include "npuscope/device/npu.h"
 
 namespace npuscope::distributed {

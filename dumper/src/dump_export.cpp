@@ -6,8 +6,8 @@
 #include <fstream>
 #include <map>
 
-#include "npuscope/core/compare.h"
-#include "npuscope/core/trace_reader.h"
+#include "npuscope/store/tensor_data.h"
+#include "npuscope/store/trace_reader.h"
 #include "npuscope/dumper/dump_file.h"
 
 namespace npuscope::dumper {
@@ -20,15 +20,15 @@ StatusOr<ExportFormat> parseExportFormat(const std::string& text) {
 
 Status writeNpy(const std::string& path, const std::string& dtype, const std::string& shape_text,
                 const std::vector<uint8_t>& data) {
-  using compare::DType;
-  DType t = compare::parseDType(dtype);
-  ASSIGN_OR_RETURN(std::vector<int64_t> shape, compare::parseShape(shape_text));
+  using tensor::DType;
+  DType t = tensor::parseDType(dtype);
+  ASSIGN_OR_RETURN(std::vector<int64_t> shape, tensor::parseShape(shape_text));
   const std::vector<uint8_t>* payload = &data;
   std::vector<uint8_t> widened;
   if (t == DType::kBFloat16) {  // numpy has no bfloat16
     widened.resize(data.size() * 2);
     for (size_t i = 0; i < data.size() / 2; ++i) {
-      const float f = static_cast<float>(compare::elementAt(data.data(), t, i));
+      const float f = static_cast<float>(tensor::elementAt(data.data(), t, i));
       std::memcpy(widened.data() + 4 * i, &f, 4);
     }
     payload = &widened;
@@ -80,7 +80,7 @@ StatusOr<size_t> exportDumps(TraceReader& reader, const ExportOptions& options) 
   auto payloadOf = [&](const TensorDumpInfo& d) -> StatusOr<std::vector<uint8_t>> {
     if (d.data_bytes == 0) return std::vector<uint8_t>();
     ASSIGN_OR_RETURN(TensorDumpData stored, reader.tensorDumpData(d.id));
-    return compare::decodeDumpPayload(stored.bytes, stored.zstd_frame);
+    return tensor::decodeDumpPayload(stored.bytes, stored.zstd_frame);
   };
   auto stepDir = [&](int64_t step) {
     const std::string dir = options.out_dir + "/" + (step < 0 ? std::string("none") : std::to_string(step));
@@ -116,8 +116,8 @@ StatusOr<size_t> exportDumps(TraceReader& reader, const ExportOptions& options) 
       for (size_t k = i; k < j; ++k) {
         const auto& d = dumps[k];
         DumpFileTensor t;
-        t.dtype = compare::parseDType(d.dtype);
-        ASSIGN_OR_RETURN(t.shape, compare::parseShape(d.shape));
+        t.dtype = tensor::parseDType(d.dtype);
+        ASSIGN_OR_RETURN(t.shape, tensor::parseShape(d.shape));
         t.format = d.format;
         t.data = payloads[k - i].data();
         t.size = payloads[k - i].size();

@@ -14,14 +14,14 @@
 #include <google/protobuf/stubs/logging.h>
 
 #include "dump_data.pb.h"
-#include "npuscope/core/disk_faults.h"
+#include "npuscope/store/disk_faults.h"
 
 namespace npuscope::dumper {
 namespace {
 
 template <typename Msg>
 void fillTensor(Msg* m, const DumpFileTensor& t) {
-  m->set_data_type(static_cast<toolkit::dumpdata::OutputDataType>(compare::aclDataType(t.dtype)));
+  m->set_data_type(static_cast<toolkit::dumpdata::OutputDataType>(tensor::aclDataType(t.dtype)));
   m->set_format(static_cast<toolkit::dumpdata::OutputFormat>(aclFormat(t.format)));
   for (int64_t d : t.shape) m->mutable_shape()->add_dim(static_cast<uint64_t>(d));
   m->set_size(t.size);
@@ -31,7 +31,7 @@ template <typename Msg>
 DecodedTensor decodeTensor(const Msg& m) {
   DecodedTensor t;
   t.acl_data_type = m.data_type();
-  t.dtype = compare::fromAclDataType(m.data_type());
+  t.dtype = tensor::fromAclDataType(m.data_type());
   t.format = m.format();
   for (uint64_t d : m.shape().dim()) t.shape.push_back(static_cast<int64_t>(d));
   t.data.resize(m.size());

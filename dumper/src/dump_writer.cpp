@@ -8,8 +8,8 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
-#include "npuscope/core/format.h"
-#include "npuscope/core/trace_writer.h"
+#include "npuscope/store/format.h"
+#include "npuscope/store/trace_writer.h"
 #include "npuscope/dumper/dumper.h"
 
 namespace npuscope::dumper {
@@ -164,7 +164,7 @@ void DumpWriter::run() {
       for (auto* list : {&op.inputs, &op.outputs}) {
         for (auto& c : *list) {
           if (!c.stats_pending) continue;
-          c.stats = compare::computeStats(c.data.data(), c.dtype, c.data.size() / compare::dtypeSize(c.dtype));
+          c.stats = tensor::computeStats(c.data.data(), c.dtype, c.data.size() / tensor::dtypeSize(c.dtype));
           c.stats_pending = false;
         }
       }
@@ -302,8 +302,8 @@ std::vector<TensorDumpRecord> DumpWriter::rowsOf(DumpedOp& op) {
       r.op_type = op.op_type;
       r.io = io;
       r.idx = static_cast<int64_t>(i);
-      r.dtype = compare::dtypeName(c.dtype);
-      r.shape = compare::formatShape(c.shape);
+      r.dtype = tensor::dtypeName(c.dtype);
+      r.shape = tensor::formatShape(c.shape);
       r.format = c.format;
       r.has_stats = true;
       r.min = c.stats.min;

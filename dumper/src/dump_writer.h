@@ -18,9 +18,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "npuscope/core/compare.h"
-#include "npuscope/core/records.h"
-#include "npuscope/core/status.h"
+#include "npuscope/store/tensor_data.h"
+#include "npuscope/store/records.h"
+#include "npuscope/store/status.h"
 #include "npuscope/dumper/dump_file.h"
 
 namespace npuscope {
@@ -32,10 +32,10 @@ namespace npuscope::dumper {
 // One tensor of a dumped op: metadata, statistics and (in tensor mode) its elements in logical
 // order.
 struct CapturedTensor {
-  compare::DType dtype = compare::DType::kUnknown;
+  tensor::DType dtype = tensor::DType::kUnknown;
   std::vector<int64_t> shape;
   std::string format;
-  compare::TensorStats stats;
+  tensor::TensorStats stats;
   bool stats_pending = false;  // taken by a DumpWriter thread from `data`
   std::vector<uint8_t> data;
   size_t bytes = 0;  // payload size whether or not kept

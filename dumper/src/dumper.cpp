@@ -25,11 +25,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "npuscope/core/clock.h"
-#include "npuscope/core/console.h"
-#include "npuscope/core/compare.h"
-#include "npuscope/core/format.h"
-#include "npuscope/core/trace_writer.h"
+#include "npuscope/store/clock.h"
+#include "npuscope/store/console.h"
+#include "npuscope/store/tensor_data.h"
+#include "npuscope/store/format.h"
+#include "npuscope/store/trace_writer.h"
 #include "npuscope/device/npu.h"
 #include "npuscope/dumper/dump_file.h"
 #include "dump_writer.h"
@@ -47,7 +47,7 @@ const char* componentName() { return "dumper"; }
 
 namespace {
 
-using compare::DType;
+using tensor::DType;
 
 DType dtypeOf(c10::ScalarType t) {
   switch (t) {
@@ -92,7 +92,7 @@ bool describe(const at::Tensor& t, CapturedTensor* c) {
   if (c->dtype == DType::kUnknown) return false;
   c->shape.assign(t.sizes().begin(), t.sizes().end());
   c->format = t.dim() == 4 ? "NCHW" : "ND";
-  c->bytes = static_cast<size_t>(t.numel()) * compare::dtypeSize(c->dtype);
+  c->bytes = static_cast<size_t>(t.numel()) * tensor::dtypeSize(c->dtype);
   return true;
 }
 
@@ -104,7 +104,7 @@ bool capture(const at::Tensor& t, bool with_data, CapturedTensor* c, bool stats_
   if (!describe(t, c)) return false;
   const size_t n = static_cast<size_t>(t.numel());
   if (n == 0) {
-    c->stats = compare::computeStats(nullptr, c->dtype, 0);
+    c->stats = tensor::computeStats(nullptr, c->dtype, 0);
     return true;
   }
   const uint8_t* src = nullptr;
@@ -120,7 +120,7 @@ bool capture(const at::Tensor& t, bool with_data, CapturedTensor* c, bool stats_
     src = buf.data();
   }
   c->stats_pending = with_data && stats_later;
-  if (!c->stats_pending) c->stats = compare::computeStats(with_data ? c->data.data() : src, c->dtype, n);
+  if (!c->stats_pending) c->stats = tensor::computeStats(with_data ? c->data.data() : src, c->dtype, n);
   return true;
 }
 
@@ -440,7 +440,7 @@ struct Dumper::Impl {
       forEachTensor(results, [&](const at::Tensor& t) {
         CapturedTensor c;
         if (capture(t, true, &c)) {
-          if (compare::isFloating(c.dtype) && (c.stats.nan_count || c.stats.inf_count)) {
+          if (tensor::isFloating(c.dtype) && (c.stats.nan_count || c.stats.inf_count)) {
             if (!detail.empty()) detail += "; ";
             detail += "output " + std::to_string(out_idx) + ": " + std::to_string(c.stats.inf_count) + " inf, " +
                       std::to_string(c.stats.nan_count) + " NaN";

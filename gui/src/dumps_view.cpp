@@ -12,92 +12,16 @@
 #include <QVBoxLayout>
 #include <cmath>
 #include <cstring>
-#include <zstd.h>
 
 #include "npuscope/gui/models.h"
 #include "npuscope/gui/trace_document.h"
 #include "npuscope/gui/units.h"
+#include "npuscope/store/tensor_data.h"
 
 namespace npuscope::gui {
 
-namespace {
-
-double halfToDouble(uint16_t h) {
-  const int sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  double v;
-  if (exp == 0) v = std::ldexp(static_cast<double>(mant), -24);
-  else if (exp == 31) v = mant ? std::nan("") : INFINITY;
-  else v = std::ldexp(static_cast<double>(mant | 0x400), exp - 25);
-  return sign ? -v : v;
-}
-
-double bf16ToDouble(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-template <typename T>
-void decodeAs(const std::vector<uint8_t>& b, std::vector<double>* out) {
-  const size_t n = b.size() / sizeof(T);
-  out->resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    T v;
-    std::memcpy(&v, b.data() + i * sizeof(T), sizeof(T));
-    (*out)[i] = static_cast<double>(v);
-  }
-}
-
-}  // namespace
-
 StatusOr<std::vector<double>> decodeDumpValues(const TensorDumpData& data, const std::string& dtype) {
-  std::vector<uint8_t> raw;
-  if (data.zstd_frame) {
-    const unsigned long long size = ZSTD_getFrameContentSize(data.bytes.data(), data.bytes.size());
-    if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN || size > (1ull << 31)) {
-      return invalidArgument("dump payload: not a zstd frame with a known size");
-    }
-    raw.resize(size);
-    const size_t got = ZSTD_decompress(raw.data(), raw.size(), data.bytes.data(), data.bytes.size());
-    if (ZSTD_isError(got)) return invalidArgument(std::string("dump payload: ") + ZSTD_getErrorName(got));
-    raw.resize(got);
-  } else {
-    raw = data.bytes;
-  }
-  std::vector<double> out;
-  if (dtype == "float16") {
-    out.resize(raw.size() / 2);
-    for (size_t i = 0; i < out.size(); ++i) {
-      uint16_t h;
-      std::memcpy(&h, raw.data() + i * 2, 2);
-      out[i] = halfToDouble(h);
-    }
-  } else if (dtype == "bfloat16") {
-    out.resize(raw.size() / 2);
-    for (size_t i = 0; i < out.size(); ++i) {
-      uint16_t h;
-      std::memcpy(&h, raw.data() + i * 2, 2);
-      out[i] = bf16ToDouble(h);
-    }
-  } else if (dtype == "float32") {
-    decodeAs<float>(raw, &out);
-  } else if (dtype == "float64") {
-    decodeAs<double>(raw, &out);
-  } else if (dtype == "int8") {
-    decodeAs<int8_t>(raw, &out);
-  } else if (dtype == "uint8" || dtype == "bool") {
-    decodeAs<uint8_t>(raw, &out);
-  } else if (dtype == "int16") {
-    decodeAs<int16_t>(raw, &out);
-  } else if (dtype == "int32") {
-    decodeAs<int32_t>(raw, &out);
-  } else if (dtype == "int64") {
-    decodeAs<int64_t>(raw, &out);
-  } else {
-    return unsupported("no decoder for dtype " + dtype);
-  }
-  return out;
+  return tensor::decodeDumpValues(data.bytes, data.zstd_frame, tensor::parseDType(dtype));
 }
 
 // ---- HistogramWidget ------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 #include "npuscope/gui/models.h"
-#include "npuscope/core/overflow_text.h"
+#include "npuscope/analysis/overflow_text.h"
 
 #include <QBrush>
 #include <QColor>

@@ -25,7 +25,7 @@ namespace npuscope::gui {
 
 QString RecordDialog::defaultProgram() {
   const QString dir = QCoreApplication::applicationDirPath();
-  for (const QString& p : {dir + "/npuscope", dir + "/../profiler/npuscope", dir + "/../../profiler/npuscope"}) {
+  for (const QString& p : {dir + "/npuscope", dir + "/../cli/npuscope", dir + "/../../cli/npuscope"}) {
     if (QFileInfo(p).isExecutable()) return QDir::cleanPath(p);
   }
   const QString on_path = QStandardPaths::findExecutable("npuscope");

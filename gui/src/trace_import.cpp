@@ -9,7 +9,7 @@
 #include <QStringList>
 #include <QtConcurrent>
 
-#include "npuscope/core/trace_reader.h"
+#include "npuscope/store/trace_reader.h"
 #include "npuscope/import/import.h"
 
 namespace npuscope::gui {

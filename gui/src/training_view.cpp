@@ -1,5 +1,6 @@
 #include "npuscope/gui/training_view.h"
-#include "npuscope/core/overflow_text.h"
+#include "npuscope/analysis/overflow_text.h"
+#include "npuscope/analysis/step_summary.h"
 
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -259,11 +260,8 @@ void TrainingView::refresh() {
   scale_y_->setRange(slo / 2, shi * 2);
   {
     // The cost of overflow, beside compute: steps whose work was thrown away.
-    int64_t total = 0, lost = 0, skipped = 0;
-    for (const StepRow& s : steps) {
-      total += s.dur_ns;
-      if (s.skipped) lost += s.dur_ns, ++skipped;
-    }
+    const StepSummary summary = summarizeSteps(steps);
+    const int64_t total = summary.total_ns, lost = summary.skipped_ns, skipped = summary.skipped_steps;
     cost_label_->setText(
         steps.empty() ? QString()
         : skipped == 0

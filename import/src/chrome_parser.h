@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "npuscope/core/status.h"
+#include "npuscope/store/status.h"
 
 namespace npuscope::import {
 

@@ -19,7 +19,7 @@
 
 #include "chrome_parser.h"
 #include "json_stream.h"
-#include "npuscope/core/trace_writer.h"
+#include "npuscope/store/trace_writer.h"
 #include "text.h"
 #include "torch_npu_db.h"
 #include "trace_model.h"

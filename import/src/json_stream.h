@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 
-#include "npuscope/core/status.h"
+#include "npuscope/store/status.h"
 
 namespace npuscope::import {
 

@@ -1,6 +1,7 @@
 #include "torch_npu_db.h"
 #include "json_text.h"
 
+#include <sqlite3.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -13,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "npuscope/core/sqlite_handles.h"
+#include "npuscope/store/sqlite_handles.h"
 #include "trace_model.h"
 
 namespace npuscope::import {

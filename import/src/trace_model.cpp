@@ -8,10 +8,10 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
-#include "npuscope/core/string_table.h"
+#include "npuscope/store/string_table.h"
 #include "chrome_parser.h"
 #include "text.h"
-#include "npuscope/core/trace_writer.h"
+#include "npuscope/store/trace_writer.h"
 
 namespace npuscope::import {
 namespace {

@@ -13,9 +13,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "npuscope/core/records.h"
-#include "npuscope/core/status.h"
-#include "npuscope/core/string_table.h"
+#include "npuscope/store/records.h"
+#include "npuscope/store/status.h"
+#include "npuscope/store/string_table.h"
 #include "npuscope/import/import.h"
 
 namespace npuscope {

@@ -11,10 +11,10 @@
 #include <unordered_set>
 #include <vector>
 
-#include "npuscope/core/clock.h"
-#include "npuscope/core/collective_sink.h"
-#include "npuscope/core/string_table.h"
-#include "npuscope/core/trace_writer.h"
+#include "npuscope/store/clock.h"
+#include "npuscope/store/collective_sink.h"
+#include "npuscope/store/string_table.h"
+#include "npuscope/store/trace_writer.h"
 #include "npuscope/device/npu.h"
 
 namespace npuscope::profiler::recorder {

@@ -9,9 +9,9 @@
 #include <cstdio>
 #include <sstream>
 
-#include "npuscope/core/clock.h"
-#include "npuscope/core/console.h"
-#include "npuscope/core/trace_writer.h"
+#include "npuscope/store/clock.h"
+#include "npuscope/store/console.h"
+#include "npuscope/store/trace_writer.h"
 #include "npuscope/device/runtime.h"
 #include "npuscope/dumper/dumper.h"
 #include "op_recorder.h"

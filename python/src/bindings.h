@@ -10,7 +10,7 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include "npuscope/core/status.h"
+#include "npuscope/store/status.h"
 
 namespace npuscope::python {
 

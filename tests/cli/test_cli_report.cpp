@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -34,6 +36,27 @@ const std::string& recordedDb() {
     return p;
   }();
   return db;
+}
+
+// `--version` names the schema of the files this build writes: the newest migration of
+// store/schema/, and the user_version of the file the report tests recorded.
+TEST(CliVersion, NamesTheTraceSchemaTheBuildWrites) {
+  int newest = 0;
+  for (const auto& e : std::filesystem::directory_iterator(NPUSCOPE_SCHEMA_DIR)) {
+    newest = std::max(newest, std::atoi(e.path().filename().string().c_str()));
+  }
+  ASSERT_GE(newest, 8);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(recordedDb().c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(st, 0), newest);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  CliRun r = run("--version");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("(trace schema " + std::to_string(newest) + ","), std::string::npos) << r.out;
 }
 
 TEST(CliReport, TextReportShowsOpsStepsAndMemory) {
@@ -103,7 +126,7 @@ TEST(CliOps, CoverageOfTheCnnStep) {
     EXPECT_NE(r.out.find(expect), std::string::npos) << "missing \"" << expect << "\" in\n" << r.out;
   }
   // What a real torch_npu would do, per the shipped list (checked by hand in
-  // core/data/torch_npu_ops_v2.0.1-5.0.0.txt: "aten::convolution<TAB>native",
+  // analysis/data/torch_npu_ops_v2.0.1-5.0.0.txt: "aten::convolution<TAB>native",
   // "aten::_to_copy<TAB>composite").
   auto lineOf = [&](const std::string& op) {
     const size_t at = r.out.find("\n" + op + " ");

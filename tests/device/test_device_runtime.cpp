@@ -258,7 +258,7 @@ TEST(CostModel, HostFallbackOpsAreChargedAsCopiesAndHostCompute) {
   const double s = 8e6 / 25e9 + 4e6 / 20e9;  // the documented 25 GB/s PCIe, 20 GFLOPS host core
   EXPECT_EQ(npu::modeled_duration_ns(w, p), 2000 + 30000 + static_cast<int64_t>(s * 1e9 + 0.5));
   EXPECT_GT(npu::modeled_duration_ns(w, p), 10 * on_device);
-  // Which ops: torch_npu 2.0.1 lists _fft_r2c under tocpu (core/data: "aten::_fft_r2c<TAB>fallback"),
+  // Which ops: torch_npu 2.0.1 lists _fft_r2c under tocpu (analysis/data: "aten::_fft_r2c<TAB>fallback"),
   // add has an NPU kernel.
   const at::Tensor t = at::ones({64, 64});
   EXPECT_TRUE(npu::estimate_op_work("aten::_fft_r2c", {t}, {t}).host_fallback);

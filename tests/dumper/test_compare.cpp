@@ -7,11 +7,13 @@
 #include <filesystem>
 #include <limits>
 
-#include "npuscope/core/compare.h"
-#include "npuscope/core/trace_reader.h"
-#include "npuscope/core/trace_writer.h"
+#include "npuscope/analysis/compare.h"
+#include "npuscope/store/trace_reader.h"
+#include "npuscope/store/trace_writer.h"
 
 namespace npuscope::compare {
+using namespace npuscope::tensor;
+
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();

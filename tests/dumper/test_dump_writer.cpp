@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "dump_writer.h"
-#include "npuscope/core/compare.h"
-#include "npuscope/core/trace_reader.h"
-#include "npuscope/core/trace_writer.h"
+#include "npuscope/analysis/compare.h"
+#include "npuscope/store/trace_reader.h"
+#include "npuscope/store/trace_writer.h"
 
 namespace npuscope::dumper {
 namespace {
@@ -41,7 +41,7 @@ std::vector<uint8_t> payload(uint32_t i) {
 // threads, hashed for sharing.
 CapturedTensor captured(const std::vector<uint8_t>& bytes, PayloadPool* pool = nullptr) {
   CapturedTensor c;
-  c.dtype = compare::DType::kUInt8;
+  c.dtype = tensor::DType::kUInt8;
   c.shape = {static_cast<int64_t>(bytes.size())};
   c.format = "ND";
   c.bytes = bytes.size();
@@ -97,7 +97,7 @@ TEST(DumpWriter, SeveralThreadsHandRowsInPushOrderWithPayloadsIntact) {
     ASSERT_EQ(d.op_name, "mm." + std::to_string(i) + ".forward") << "row " << i << " out of push order";
     auto stored = (*reader)->tensorDumpData(d.id);
     ASSERT_TRUE(stored.isOk());
-    auto raw = compare::decodeDumpPayload(stored->bytes, stored->zstd_frame);
+    auto raw = tensor::decodeDumpPayload(stored->bytes, stored->zstd_frame);
     ASSERT_TRUE(raw.isOk());
     const auto expected = payload(i);
     ASSERT_EQ(*raw, expected) << d.op_name;
@@ -162,7 +162,7 @@ TEST(DumpWriter, PayloadsRepeatedWithinAStepAreStoredOnce) {
     EXPECT_EQ(d.data_ref, holder[i] < 0 ? -1 : (*rows)[holder[i]].id);
     auto stored = (*reader)->tensorDumpData(d.id);
     ASSERT_TRUE(stored.isOk());
-    auto raw = compare::decodeDumpPayload(stored->bytes, stored->zstd_frame);
+    auto raw = tensor::decodeDumpPayload(stored->bytes, stored->zstd_frame);
     ASSERT_TRUE(raw.isOk());
     EXPECT_EQ(*raw, *expected[i]);
     EXPECT_EQ(d.data_bytes, static_cast<int64_t>(stored->bytes.size()));

@@ -16,9 +16,9 @@
 #include <map>
 #include <set>
 
-#include "npuscope/core/compare.h"
-#include "npuscope/core/trace_reader.h"
-#include "npuscope/core/trace_writer.h"
+#include "npuscope/analysis/compare.h"
+#include "npuscope/store/trace_reader.h"
+#include "npuscope/store/trace_writer.h"
 #include "npuscope/device/npu.h"
 #include "npuscope/dumper/dump_file.h"
 #include "npuscope/dumper/dumper.h"
@@ -77,7 +77,7 @@ std::string protocDecode(const fs::path& file, const fs::path& work) {
   for (int i = 0; i < 8; ++i) len |= static_cast<uint64_t>(static_cast<uint8_t>(all[i])) << (8 * i);
   const fs::path header = work / "header.bin", text = work / "header.txt";
   std::ofstream(header, std::ios::binary).write(all.data() + 8, static_cast<std::streamsize>(len));
-  const std::string proto_dir = std::string(NPUSCOPE_SOURCE_DIR) + "/core/proto";
+  const std::string proto_dir = std::string(NPUSCOPE_SOURCE_DIR) + "/dumper/proto";
   const std::string cmd = "protoc --decode toolkit.dumpdata.DumpData --proto_path=" + proto_dir + " " + proto_dir +
                           "/dump_data.proto < " + header.string() + " > " + text.string() + " 2>&1";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
@@ -103,15 +103,15 @@ TEST(DumperTest, AscendFilesDecodeAndPayloadsAddUp) {
       for (const auto& t : *list) {
         int64_t n = 1;
         for (int64_t d : t.shape) n *= d;
-        EXPECT_EQ(t.data.size(), static_cast<size_t>(n) * compare::dtypeSize(t.dtype)) << e.path();
-        if (t.dtype == compare::DType::kFloat16) {
+        EXPECT_EQ(t.data.size(), static_cast<size_t>(n) * tensor::dtypeSize(t.dtype)) << e.path();
+        if (t.dtype == tensor::DType::kFloat16) {
           ++fp16_tensors;
           EXPECT_EQ(t.acl_data_type, 2);
         }
       }
     }
     if (!protoc_checked && f->op_name.rfind("add.", 0) == 0 && !f->inputs.empty() &&
-        f->inputs[0].dtype == compare::DType::kFloat16) {
+        f->inputs[0].dtype == tensor::DType::kFloat16) {
       const std::string text = protocDecode(e.path(), dir);
       EXPECT_NE(text.find("op_name: \"" + f->op_name + "\""), std::string::npos) << text;
       EXPECT_NE(text.find("data_type: DT_FLOAT16"), std::string::npos) << text;
@@ -178,7 +178,7 @@ TEST(DumperTest, RowsHoldTheBytesOfTheAscendFilesAndRepeatedPayloadsAreStoredOnc
     ASSERT_LT(static_cast<size_t>(row.idx), list.size());
     auto stored = (*r)->tensorDumpData(row.id);
     ASSERT_TRUE(stored.isOk());
-    auto raw = compare::decodeDumpPayload(stored->bytes, stored->zstd_frame);
+    auto raw = tensor::decodeDumpPayload(stored->bytes, stored->zstd_frame);
     ASSERT_TRUE(raw.isOk());
     EXPECT_EQ(*raw, list[row.idx].data);
     if (row.data_ref >= 0) {

@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "npuscope/core/clock.h"
-#include "npuscope/core/records.h"
-#include "npuscope/core/status.h"
-#include "npuscope/core/string_table.h"
-#include "npuscope/core/trace_writer.h"
+#include "npuscope/store/clock.h"
+#include "npuscope/store/records.h"
+#include "npuscope/store/status.h"
+#include "npuscope/store/string_table.h"
+#include "npuscope/store/trace_writer.h"
 
 namespace npuscope::testing {
 

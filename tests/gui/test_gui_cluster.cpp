@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "gui_test_support.h"
-#include "npuscope/core/string_table.h"
-#include "npuscope/core/trace_writer.h"
+#include "npuscope/store/string_table.h"
+#include "npuscope/store/trace_writer.h"
 #include "npuscope/gui/cluster_view.h"
 #include "npuscope/gui/main_window.h"
 #include "npuscope/gui/timeline_panel.h"

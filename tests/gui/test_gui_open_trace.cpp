@@ -18,7 +18,7 @@
 #include <future>
 
 #include "gui_test_support.h"
-#include "npuscope/core/perf_compare.h"
+#include "npuscope/analysis/perf_compare.h"
 #include "npuscope/gui/main_window.h"
 #include "npuscope/gui/perf_compare_view.h"
 #include "npuscope/gui/trace_document.h"

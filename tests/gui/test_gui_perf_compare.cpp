@@ -22,7 +22,7 @@
 #include <set>
 
 #include "gui_test_support.h"
-#include "npuscope/core/database.h"
+#include "npuscope/store/database.h"
 #include "npuscope/gui/models.h"
 #include "npuscope/gui/perf_compare_view.h"
 #include "npuscope/gui/units.h"

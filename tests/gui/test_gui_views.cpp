@@ -18,7 +18,7 @@
 #include <fstream>
 
 #include "gui_test_support.h"
-#include "npuscope/core/database.h"
+#include "npuscope/store/database.h"
 #include "npuscope/gui/compare_view.h"
 #include "npuscope/gui/dumps_view.h"
 #include "npuscope/gui/main_window.h"

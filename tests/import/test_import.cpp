@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "import_fixture.h"
-#include "npuscope/core/chrome_trace.h"
-#include "npuscope/core/cluster.h"
-#include "npuscope/core/perf_compare.h"
-#include "npuscope/core/trace_reader.h"
+#include "npuscope/analysis/chrome_trace.h"
+#include "npuscope/analysis/cluster.h"
+#include "npuscope/analysis/perf_compare.h"
+#include "npuscope/store/trace_reader.h"
 #include "npuscope/import/import.h"
 
 namespace npuscope::import {

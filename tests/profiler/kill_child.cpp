@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "npuscope/core/clock.h"
+#include "npuscope/store/clock.h"
 #include "npuscope/device/npu.h"
 #include "npuscope/profiler/session.h"
 

@@ -13,12 +13,12 @@
 #include <map>
 #include <vector>
 
-#include "npuscope/core/chrome_trace.h"
-#include "npuscope/core/trace_reader.h"
+#include "npuscope/analysis/chrome_trace.h"
+#include "npuscope/store/trace_reader.h"
 #include "npuscope/device/npu.h"
 #include "npuscope/profiler/session.h"
 #include "support/chrome_trace_checks.h"
-#include "workloads/models.h"
+#include "npuscope/workloads/models.h"
 
 namespace npuscope::profiler {
 namespace {

@@ -1,6 +1,7 @@
 // Kill test: a child records a long run and is killed with SIGKILL at random moments. Every file
 // must pass PRAGMA integrity_check, and every step that ended more than 1 s before the kill must
 // be there with all its ops.
+#include <sqlite3.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "npuscope/core/clock.h"
-#include "npuscope/core/database.h"
+#include "npuscope/store/clock.h"
+#include "npuscope/store/database.h"
 
 namespace npuscope {
 namespace {

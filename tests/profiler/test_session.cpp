@@ -1,4 +1,5 @@
 // Recording sessions on real training steps on the npu: what lands in the file.
+#include <sqlite3.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -6,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "npuscope/core/database.h"
+#include "npuscope/store/database.h"
 #include "npuscope/device/npu.h"
 #include "npuscope/dumper/dumper.h"
 #include "npuscope/profiler/session.h"

@@ -63,7 +63,7 @@
 #include "npuscope/amp/autocast.h"
 #include "npuscope/amp/grad_scaler.h"
 #include "npuscope/amp/loss_scaler.h"
-#include "npuscope/core/status.h"
+#include "npuscope/store/status.h"
 #include "npuscope/optim/combined_tensor.h"
 #include "npuscope/optim/fused_optimizer.h"
 

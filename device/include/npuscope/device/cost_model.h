@@ -21,7 +21,7 @@ struct CostModelParams {
   double hbm_bytes_per_s = 1228e9;
   // Fixed cost of starting one task on the device (scheduling, kernel prologue).
   int64_t launch_ns = 2000;
-  // Ops torch_npu runs on the host (its `tocpu` list: core/op_support.h, docs/op_coverage.md):
+  // Ops torch_npu runs on the host (its `tocpu` list: analysis/op_support.h, docs/op_coverage.md):
   // the inputs go to the host and the outputs back over PCIe 4.0 x16 (the Atlas 300T card's
   // link: 32 GB/s raw, modeled at 25 GB/s achieved), the stream is synchronised first, and
   // the op computes on one host core (modeled at 20 GFLOPS, a vectorised x86 core).

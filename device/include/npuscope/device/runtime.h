@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "npuscope/core/status.h"
+#include "npuscope/store/status.h"
 
 namespace npuscope::npu {
 

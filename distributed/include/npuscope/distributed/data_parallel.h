@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "npuscope/core/status.h"
+#include "npuscope/store/status.h"
 
 namespace at {
 class Tensor;

@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "npuscope/core/status.h"
+#include "npuscope/store/status.h"
 
 namespace npuscope::dumper {
 

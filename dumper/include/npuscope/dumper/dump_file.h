@@ -1,5 +1,5 @@
 // Ascend-format dump files: a little-endian uint64 header length, a toolkit.dumpdata.DumpData
-// protobuf header (core/proto/dump_data.proto) whose tensors carry `size` and an empty `data`,
+// protobuf header (dumper/proto/dump_data.proto) whose tensors carry `size` and an empty `data`,
 // then the raw payloads in order: inputs, then outputs. Torch-free.
 #pragma once
 
@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "npuscope/core/compare.h"
-#include "npuscope/core/status.h"
+#include "npuscope/store/tensor_data.h"
+#include "npuscope/store/status.h"
 
 namespace npuscope::dumper {
 
@@ -17,7 +17,7 @@ int aclFormat(const std::string& name);  // 2 (ND) for unknown names
 const char* aclFormatName(int format);
 
 struct DumpFileTensor {
-  compare::DType dtype = compare::DType::kUnknown;
+  tensor::DType dtype = tensor::DType::kUnknown;
   std::vector<int64_t> shape;
   std::string format = "ND";
   const uint8_t* data = nullptr;  // the payload; written after the header
@@ -31,7 +31,7 @@ std::string dumpFileName(const std::string& op_type, const std::string& op_name,
 
 // Writes one dump file in one gathered write (no copy of the payloads). kIoError names the path
 // and the system's reason (e.g. disk full); a file that could not be written whole is removed.
-// Honours injected full disks (NPUSCOPE_FAULT_DISK_BYTES, npuscope/core/disk_faults.h).
+// Honours injected full disks (NPUSCOPE_FAULT_DISK_BYTES, npuscope/store/disk_faults.h).
 Status writeDumpFile(const std::string& path, const std::string& op_name, uint64_t dump_time_us,
                      const std::vector<DumpFileTensor>& inputs, const std::vector<DumpFileTensor>& outputs);
 
@@ -45,7 +45,7 @@ uint64_t dumpFileSize(const std::string& op_name, uint64_t dump_time_us, const s
 
 // A dump file read back, payloads included (for export round trips, checks and tests).
 struct DecodedTensor {
-  compare::DType dtype = compare::DType::kUnknown;
+  tensor::DType dtype = tensor::DType::kUnknown;
   int acl_data_type = 0;
   int format = 2;
   std::vector<int64_t> shape;

@@ -54,7 +54,7 @@
 #include <string>
 #include <vector>
 
-#include "npuscope/core/status.h"
+#include "npuscope/store/status.h"
 #include "npuscope/dumper/dump_config.h"
 
 namespace npuscope {
@@ -186,5 +186,16 @@ StatusOr<uint64_t> freeBytes(const std::string& path);
 // can still commit the run's ops, steps and end. NPUSCOPE_DISK_RESERVE ("64M", "1G", bytes;
 // "0" turns the check off) sets it; the default is 64 MiB, at most a quarter of the filesystem.
 uint64_t diskReserve(uint64_t filesystem_bytes);
+
+// What a front-end asks of dumping for a training run (npuscope train's --dump-config,
+// --overflow-check and --dump-force; the same as ACL_DUMP_DATA=1 with an acl.json).
+struct DumpRequest {
+  std::string dump_config;     // acl.json to use (as ACL_DUMP_DATA=1 with that file)
+  int64_t overflow_check = 0;  // > 0: overflow check mode, the first N overflowing ops
+  bool force = false;          // dump even when the free space looks too small (config's force)
+};
+// Configures Dumper::instance() from the request, else from ACL_DUMP_DATA=1 and ./acl.json.
+// Returns whether dumping is requested; call before training, then attach() and start().
+StatusOr<bool> configureDumper(const DumpRequest& request);
 
 }  // namespace npuscope::dumper

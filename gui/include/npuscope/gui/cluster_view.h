@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "npuscope/core/cluster.h"
+#include "npuscope/analysis/cluster.h"
 
 class QLabel;
 class QSplitter;

@@ -1,5 +1,5 @@
 // The Compare tab: two runs side by side through core's comparison of their op dumps
-// (npuscope/core/compare.h: msprobe metrics and verdicts). Rows are coloured by verdict, the
+// (npuscope/analysis/compare.h: msprobe metrics and verdicts). Rows are coloured by verdict, the
 // first divergent op's rows come first, and clicking a row shows both tensors' statistics.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <QWidget>
 #include <cstdint>
 
-#include "npuscope/core/compare.h"
+#include "npuscope/analysis/compare.h"
 
 class QLabel;
 class QTableView;

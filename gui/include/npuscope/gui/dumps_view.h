@@ -7,8 +7,8 @@
 #include <QWidget>
 #include <vector>
 
-#include "npuscope/core/status.h"
-#include "npuscope/core/trace_reader.h"
+#include "npuscope/store/status.h"
+#include "npuscope/store/trace_reader.h"
 
 class QCheckBox;
 class QLabel;

@@ -1,4 +1,4 @@
-// The Findings tab: the advisor's findings over the current run (core/advisor.h, the same as
+// The Findings tab: the advisor's findings over the current run (analysis/advisor.h, the same as
 // `npuscope advise`), most severe first, each with its evidence and suggestion. Activating a
 // finding shows what it concerns: its ops highlighted on the timeline, or its first step opened.
 #pragma once
@@ -6,7 +6,7 @@
 #include <QWidget>
 #include <vector>
 
-#include "npuscope/core/advisor.h"
+#include "npuscope/analysis/advisor.h"
 
 class QLabel;
 class QTreeWidget;

@@ -8,7 +8,7 @@
 #include <functional>
 #include <vector>
 
-#include "npuscope/core/trace_reader.h"
+#include "npuscope/store/trace_reader.h"
 
 namespace npuscope::gui {
 

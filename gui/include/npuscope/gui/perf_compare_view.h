@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "npuscope/core/perf_compare.h"
+#include "npuscope/analysis/perf_compare.h"
 
 class QComboBox;
 class QLabel;

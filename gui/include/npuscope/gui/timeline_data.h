@@ -18,9 +18,9 @@
 #include <string_view>
 #include <vector>
 
-#include "npuscope/core/predicted_timeline.h"
-#include "npuscope/core/status.h"
-#include "npuscope/core/trace_reader.h"
+#include "npuscope/analysis/predicted_timeline.h"
+#include "npuscope/store/status.h"
+#include "npuscope/store/trace_reader.h"
 
 namespace npuscope::gui {
 
@@ -46,7 +46,7 @@ struct Slice {
 
 enum class LaneKind {
   kThread,  // a host thread's ops
-  kDevice,  // the predicted timeline of a real npu (core/predicted_timeline.h): an npu's stream,
+  kDevice,  // the predicted timeline of a real npu (analysis/predicted_timeline.h): an npu's stream,
             // copies of its kernels at their predicted device times (device >= 0), or the
             // predicted host, copies of host ops at their predicted host times (device -1)
   kTasks,   // a real device stream of an imported run: its tasks (id = task id, parent_id =
@@ -140,7 +140,7 @@ class TimelineData {
 
   // The host op with this id (its thread lane), or an invalid ref.
   SliceRef findById(int64_t id) const;
-  // An npu run's predicted steps (core/predicted_timeline.h) in step order: every step whose
+  // An npu run's predicted steps (analysis/predicted_timeline.h) in step order: every step whose
   // ops are all in memory. Their kernels' device_start_ns / device_dur_ns are the predicted
   // ones, each step placed by PredictedStepPlacer.
   const std::vector<PredictedStep>& predictedSteps() const { return predicted_steps_; }

@@ -17,7 +17,7 @@
 #include <memory>
 #include <vector>
 
-#include "npuscope/core/trace_reader.h"
+#include "npuscope/store/trace_reader.h"
 #include "npuscope/gui/timeline_data.h"
 
 namespace npuscope::gui {

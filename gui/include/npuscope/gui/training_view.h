@@ -7,7 +7,7 @@
 #include <QWidget>
 #include <vector>
 
-#include "npuscope/core/trace_reader.h"
+#include "npuscope/store/trace_reader.h"
 
 class QLabel;
 class QTableView;

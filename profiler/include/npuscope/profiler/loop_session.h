@@ -19,7 +19,7 @@
 #include <optional>
 #include <string>
 
-#include "npuscope/core/status.h"
+#include "npuscope/store/status.h"
 #include "npuscope/profiler/session.h"
 
 namespace npuscope::profiler {

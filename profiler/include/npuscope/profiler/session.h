@@ -20,9 +20,9 @@
 #include <memory>
 #include <string>
 
-#include "npuscope/core/records.h"
-#include "npuscope/core/trace_writer.h"
-#include "npuscope/core/status.h"
+#include "npuscope/store/records.h"
+#include "npuscope/store/trace_writer.h"
+#include "npuscope/store/status.h"
 
 namespace npuscope::npu {
 struct OverflowSite;

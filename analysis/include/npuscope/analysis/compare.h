@@ -1,0 +1,104 @@
+// Tensor statistics and msprobe-style comparison of two runs' op dumps, on raw buffers.
+//
+// Torch-free, so the CLI (`npuscope compare`, `npuscope dump`) and the Qt GUI share one
+// implementation. Three layers, usable separately:
+//   1. element decoding and statistics of a raw little-endian buffer (store/tensor_data.h: DType,
+//      computeStats; shared with the dumper and the GUI);
+//   2. per-tensor metrics of two buffers and msprobe's verdict (computeMetrics, verdictFor);
+//   3. whole-run comparison over trace files (compareRuns): ops aligned by step, op type and
+//      call number (the dumper's op name `{type}.{call_no}.{forward|backward}`), one row per
+//      tensor, and the first divergent op.
+//
+// Definitions (references.md, "Op dumps"; a = the run under test ("NPU"), b = the bench run):
+//   Cosine          dot(a, b) / (|a| |b|); 1 when both are all zero, NaN when only one is
+//   EucDist         sqrt(sum (a - b)^2)
+//   MaxAbsErr       max |a - b|
+//   MaxRelativeErr  max |a - b| / (|b| + eps), eps = DBL_EPSILON
+//   One/Five Thousandths Err Ratio: share of elements whose relative error is < 0.001 / 0.005
+// Elements equal on both sides (including the same ±inf, or NaN on both sides) count as exact
+// and are left out of the cosine sums; any other non-finite pair gives infinite errors.
+// Verdicts: pass when Cosine > 0.99 and MaxAbsErr < 0.001; error when Cosine < 0.9 or
+// MaxAbsErr > 1 (or a shape/dtype mismatch, or non-finite errors); warning otherwise.
+// fp16 / bf16 / fp32 pairs are not a dtype mismatch (mixed-precision vs full-precision runs).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "npuscope/store/status.h"
+#include "npuscope/store/tensor_data.h"
+
+namespace npuscope {
+
+class TraceReader;
+
+namespace compare {
+
+enum class Verdict { kPass, kWarning, kError, kNotCompared };
+const char* verdictName(Verdict v);  // pass | warning | error | n/a
+
+struct TensorMetrics {
+  double cosine = 0, euc_dist = 0, max_abs_err = 0, max_relative_err = 0;
+  double one_thousandth_ratio = 0, five_thousandths_ratio = 0;
+};
+// The metrics of `a` against the bench `b`, both `count` elements. count == 0: cosine 1, errors 0.
+TensorMetrics computeMetrics(const double* a, const double* b, size_t count);
+Verdict verdictFor(const TensorMetrics& m);
+// Whether two dumped dtypes may be compared (equal, or both of float16 / bfloat16 / float32).
+bool dtypesComparable(tensor::DType a, tensor::DType b);
+
+// ---- whole runs ----------------------------------------------------------------------------
+
+struct CompareOptions {
+  std::optional<int64_t> step;  // only this step (default: every step present in run A)
+};
+
+// One compared tensor. NPU side = run A, bench side = run B.
+struct CompareRow {
+  int64_t step = -1;
+  std::string op_name;   // e.g. "addmm.3.forward"
+  std::string op_type;   // e.g. "aten::addmm"
+  std::string io;        // input | output
+  int64_t idx = 0;
+  std::string npu_dtype, bench_dtype, npu_shape, bench_shape;
+  bool has_metrics = false;  // both sides had data of equal shape and comparable dtypes
+  TensorMetrics metrics;
+  std::optional<double> npu_max, npu_min, npu_mean, npu_l2norm, bench_max, bench_min, bench_mean, bench_l2norm;
+  Verdict verdict = Verdict::kNotCompared;
+  // Run A's values were divided by this before the metrics: the ratio of the two runs' loss
+  // scales at the step, for a gradient of a loss-scaled backward (its norm differs by that ratio
+  // within 5 %). 1 otherwise.
+  double loss_scale_ratio = 1.0;
+  std::string message;  // why a row is n/a or an error without metrics ("missing in bench", ...)
+  // `{op_name}.{io}.{idx}`, msprobe's tensor name (e.g. "addmm.3.forward.output.0").
+  std::string tensorName() const;
+};
+
+struct CompareResult {
+  std::vector<CompareRow> rows;  // in run A's dump order
+  size_t pass = 0, warning = 0, error = 0, not_compared = 0;
+  // The first divergent op in run A's order: the first op with an error row if any, else the
+  // first with a warning row; empty when every row passes. Its step is first_divergent_step.
+  std::string first_divergent_op;
+  int64_t first_divergent_step = -1;
+  std::string first_error_op, first_warning_op;  // each empty when none
+};
+
+// Compares run `run_a` of `a` against run `run_b` of `b` (the same reader twice is fine).
+// Tensors are aligned on (step, op name, io, idx); rows of run A without a partner say
+// "missing in bench".
+StatusOr<CompareResult> compareRuns(TraceReader& a, int64_t run_a, TraceReader& b, int64_t run_b,
+                                    const CompareOptions& options = CompareOptions());
+
+// msprobe's CSV: header `Step,NPU Name,Bench Name,NPU Dtype,Bench Dtype,NPU Tensor Shape,
+// Bench Tensor Shape,Cosine,EucDist,MaxAbsErr,MaxRelativeErr,One Thousandth Err Ratio,
+// Five Thousandths Err Ratio,NPU max,NPU min,NPU mean,NPU l2norm,Bench max,Bench min,
+// Bench mean,Bench l2norm,Result,Err_message`; missing values are `N/A`.
+std::string toCsv(const CompareResult& result);
+
+}  // namespace compare
+}  // namespace npuscope

@@ -1,0 +1,80 @@
+// `npuscope export`: a run as a chrome trace (Perfetto, split when large) or its op table as CSV.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "npuscope/analysis/chrome_trace.h"
+#include "npuscope/analysis/op_table_csv.h"
+#include "npuscope/store/damage_warning.h"
+#include "npuscope/store/trace_reader.h"
+
+namespace npuscope::cli {
+namespace {
+
+struct ExportOptions {
+  std::string file;
+  int64_t run = -1;
+  std::string chrome;  // output path of the chrome trace
+  std::string csv;     // output path of the op table as CSV
+  int64_t max_file_mb = 256;
+};
+
+int runExport(const ExportOptions& o) {
+  if (o.chrome.empty() && o.csv.empty()) return fail("export: nothing to do (give --chrome OUT.json and/or --csv OUT.csv)");
+  if (o.max_file_mb <= 0) return fail("--max-file-mb: expected a positive size, got " + std::to_string(o.max_file_mb));
+  auto reader = TraceReader::open(o.file);
+  if (!reader.isOk()) return fail(reader.status().message());
+  DamageWarning damage(**reader);
+  auto run = pickRun(**reader, o.run);
+  if (!run.isOk()) return fail(run.status().message());
+  if (!o.chrome.empty()) {
+    ChromeTraceOptions c;
+    c.run_id = run->id;
+    c.max_file_bytes = static_cast<uint64_t>(o.max_file_mb) << 20;
+    auto s = exportChromeTrace(**reader, o.chrome, c);
+    if (!s.isOk()) return fail(s.status().message());
+    std::printf("chrome trace of run %lld: %lld op slices, %lld steps, %lld %s device slices, %lld counters\n",
+                static_cast<long long>(run->id), static_cast<long long>(s->op_events),
+                static_cast<long long>(s->step_events), static_cast<long long>(s->device_events),
+                run->imported() ? "real" : "predicted", static_cast<long long>(s->counter_events));
+    if (s->predicted_host_events > 0) {
+      std::printf("  with the predicted timeline of a real npu: %lld host slices (thread \"host (predicted, a real npu)\")\n",
+                  static_cast<long long>(s->predicted_host_events));
+    }
+    for (const std::string& f : s->files) std::printf("  %s\n", f.c_str());
+    if (s->clamped_slices > 0) {
+      std::printf("  %lld slices shortened to nest in their parent\n", static_cast<long long>(s->clamped_slices));
+    }
+    std::printf("open in https://ui.perfetto.dev or chrome://tracing\n");
+  }
+  if (!o.csv.empty()) {
+    OpAggregateQuery q;
+    q.run_id = run->id;
+    auto table = (*reader)->opAggregates(q);
+    if (!table.isOk()) return fail(table.status().message());
+    std::ofstream out(o.csv);
+    if (!out) return fail(o.csv + ": cannot write the CSV file");
+    writeOpTableCsv(*table, q.group_by, out);
+    out.close();
+    if (!out) return fail(o.csv + ": writing failed");
+    std::printf("op table of run %lld (%zu ops): %s\n", static_cast<long long>(run->id), table->rows.size(), o.csv.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void addExportCommand(Commands& cli) {
+  auto o = std::make_shared<ExportOptions>();
+  ExportOptions& exp = *o;
+  auto* exporter = cli.app().add_subcommand("export", "Export a run as a chrome trace (Perfetto) or its op table as CSV");
+  exporter->add_option("file", exp.file, "Trace file")->required();
+  exporter->add_option("--run", exp.run, "Run id (default: the latest run)");
+  exporter->add_option("--chrome", exp.chrome, "Write the chrome trace JSON here (split into OUT.1.json, ... when large)");
+  exporter->add_option("--csv", exp.csv, "Write the op table as CSV here");
+  exporter->add_option("--max-file-mb", exp.max_file_mb, "Largest chrome trace file before splitting")->capture_default_str();
+  cli.onParsed(exporter, [o] { return runExport(*o); });
+}
+
+}  // namespace npuscope::cli

@@ -1,0 +1,26 @@
+// `npuscope report` (report_command.cpp), also printed by `npuscope run` after the script:
+// everything it shows comes from the store's reader and analysis; the command only lays it out.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace npuscope::cli {
+
+struct ReportOptions {
+  std::string file;
+  int64_t run = -1;  // -1: the latest run
+  std::string sort = "self";
+  int64_t top = 20;  // 0: every op
+  bool group_by_shape = false;
+  std::string format = "text";  // text | csv | json
+};
+
+// Prints the report on stdout; returns the process exit code (errors: one line on stderr).
+int runReport(const ReportOptions& options);
+
+// `npuscope report --cluster`: the ranks of one job (analysis/cluster.h), as text or JSON.
+int runClusterReport(const std::vector<std::string>& paths, const std::string& job, double threshold, bool json);
+
+}  // namespace npuscope::cli
