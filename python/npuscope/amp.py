@@ -31,6 +31,7 @@ import torch
 import torch.distributed as _dist
 
 from . import _C
+from . import _wiring
 from . import optimizers as _optimizers
 from . import profiler as _profiler
 
@@ -287,6 +288,12 @@ def _step(optimizer):
     optimizer._sync()
     _profiler._optimizer_seen(optimizer)
     return _C.amp.step_fused(optimizer.core)
+
+
+# A fused optimizer's step and add_param_group ask these (optimizers.py does not import amp).
+_wiring.amp_owns = _owns
+_wiring.amp_step = _step
+_wiring.amp_optimizer = lambda: _state.optimizer
 
 
 def _require():

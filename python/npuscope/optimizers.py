@@ -18,6 +18,7 @@ import torch
 from torch.optim.optimizer import required as _required
 
 from . import _C
+from . import _wiring
 
 _UNSET = _required  # "no default": torch.optim.SGD's lr
 
@@ -104,8 +105,7 @@ class _NpuFusedOptimizer(torch.optim.Optimizer):
 
     def add_param_group(self, param_group):
         core = getattr(self, "_core", None)
-        from . import amp as _amp
-        if core is not None and _amp._owns(self):
+        if core is not None and _wiring.amp_owns(self):
             raise RuntimeError(f"{type(self).__name__}.add_param_group: amp.initialize has set this optimizer up; "
                                "add parameter groups before amp.initialize")
         if core is not None and core.step_count > 0:
@@ -136,12 +136,10 @@ class _NpuFusedOptimizer(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        from . import amp as _amp
-        from . import profiler as _prof
-        if _amp._owns(self):
-            _amp._step(self)
+        if _wiring.amp_owns(self):
+            _wiring.amp_step(self)
         else:
-            _prof._optimizer_seen(self)
+            _wiring.optimizer_seen(self)
             self._step_core()
         return loss
 

@@ -23,6 +23,7 @@ import warnings
 import torch
 
 from . import _C
+from . import _wiring
 
 __all__ = ["profile", "Profile", "record_function", "dump", "schedule"]
 
@@ -111,8 +112,7 @@ class Profile:
                                                 self._dump_config)
         _active = self
         if _C.amp.is_initialized():  # amp set up before the recording started
-            from . import amp as _amp
-            _amp_initialized(_C.amp.properties(), _amp._state.optimizer)
+            _amp_initialized(_C.amp.properties(), _wiring.amp_optimizer())
         if self._with_modules:
             self._install_module_hooks()
         self._patch_torch_optimizers()
@@ -331,6 +331,10 @@ def _optimizer_stepped(optimizer, loss):
     if not p._explicit and getattr(_suppress, "depth", 0) == 0:
         p._auto_stepped = True
         p._end_step(loss)
+
+
+# A fused optimizer stepping outside amp tells the recorder (optimizers.py does not import it).
+_wiring.optimizer_seen = _optimizer_seen
 
 
 def _loss_seen(loss):
