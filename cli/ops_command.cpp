@@ -5,16 +5,11 @@
 #include "npuscope/store/damage_warning.h"
 
 #include <ATen/ATen.h>
-#include <ATen/record_function.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>
 
-#include <atomic>
 #include <cstdio>
 #include <map>
-#include <mutex>
-#include <set>
 #include <string>
 
 #include "npuscope/analysis/op_support.h"
@@ -22,6 +17,8 @@
 #include "npuscope/analysis/op_table_csv.h"
 #include "npuscope/store/trace_reader.h"
 #include "npuscope/device/npu.h"
+#include "npuscope/device/op_dispatch.h"
+#include "npuscope/profiler/op_usage.h"
 #include "npuscope/workloads/models.h"
 
 namespace npuscope::cli {
@@ -43,76 +40,6 @@ struct OpsOptions {
 
 enum Phase { kForward = 0, kBackward = 1, kOptimizer = 2 };
 const char* kPhaseNames[] = {"forward", "backward", "optimizer"};
-
-struct OpUse {
-  int64_t calls = 0;
-  std::set<std::string> dtypes;
-  std::set<int> phases;
-  bool low_precision = false;  // an fp16/bf16 tensor went in
-  bool fp64 = false;
-};
-
-struct Collector {
-  std::mutex mu;
-  std::map<std::string, OpUse> ops;
-  std::atomic<int> phase{kForward};
-};
-Collector* g_collector = nullptr;
-
-std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
-  if (!g_collector) return nullptr;
-  const std::string name = fn.name();
-  // Only the dispatcher's ops: autograd nodes (MulBackward0, ...) are scopes, not kernels.
-  if (name.rfind("aten::", 0) != 0) return nullptr;
-  OpUse local;
-  bool any_tensor = false, any_npu = false;
-  for (const c10::IValue& v : fn.inputs()) {
-    if (!v.isTensor() || !v.toTensor().defined()) continue;
-    any_tensor = true;
-    any_npu |= v.toTensor().device().type() == npu::kDeviceType;
-    const auto st = v.toTensor().scalar_type();
-    local.dtypes.insert(c10::toString(st));
-    local.low_precision |= st == at::kHalf || st == at::kBFloat16;
-    local.fp64 |= st == at::kDouble;
-  }
-  // Calls made by a CPU kernel inside the device's fallback (on CPU aliases of npu memory, e.g.
-  // mkldnn_convolution) are how the emulation computes, not ops the model asks of the npu.
-  if (any_tensor && !any_npu) return nullptr;
-  std::lock_guard<std::mutex> lock(g_collector->mu);
-  OpUse& u = g_collector->ops[name];
-  ++u.calls;
-  u.dtypes.insert(local.dtypes.begin(), local.dtypes.end());
-  u.phases.insert(g_collector->phase.load());
-  u.low_precision |= local.low_precision;
-  u.fp64 |= local.fp64;
-  return nullptr;
-}
-
-// How the emulated NPU runs an op, from the dispatcher's own tables.
-std::string support(const std::string& qualified, const OpUse& u) {
-  if (u.fp64) return "refused: no fp64 on the npu";
-  const std::string base = qualified.substr(6);  // drop "aten::"
-  bool explicit_kernel = false, implicit = false, non_functional = false, explicit_composite = false;
-  auto& d = c10::Dispatcher::singleton();
-  for (const c10::OperatorName& name : d.getAllOpNames()) {
-    if (name.name != qualified) continue;
-    auto op = d.findOp(name);
-    if (!op) continue;
-    explicit_kernel |= op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
-    implicit |= op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
-    non_functional |= op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
-    explicit_composite |= op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
-  }
-  // The dispatcher's order for a backend without its own kernel: composite kernels first.
-  const bool composite = !explicit_kernel && (implicit || (explicit_composite && !non_functional));
-  std::string how = explicit_kernel  ? "npu kernel"
-                    : implicit        ? "composite: decomposes into other ops"
-                    : non_functional  ? "CPU kernel via its out= variant, zero-copy"
-                    : explicit_composite ? "composite: runs as other npu ops"
-                                         : "CPU kernel, zero-copy";
-  if (u.low_precision && !composite) how += "; fp16/bf16 computed in fp32, rounded";
-  return how;
-}
 
 // What a real torch_npu would do with the op (analysis/op_support.h).
 std::string onTorchNpu(const std::string& name) {
@@ -226,26 +153,23 @@ int runOps(const OpsOptions& o) {
   const at::Tensor x = at::randn({o.batch_size, 1, 28, 28}).to(device, dtype);
   const at::Tensor y = at::randint(0, 10, {o.batch_size}, at::kLong).to(device);
 
-  Collector collector;
-  g_collector = &collector;
-  const auto handle = at::addGlobalCallback(
-      at::RecordFunctionCallback(&onStart).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
-  try {
-    collector.phase = kForward;
-    opt.zero_grad();
-    at::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x).to(at::kFloat), y);
-    collector.phase = kBackward;
-    loss.backward();
-    collector.phase = kOptimizer;
-    opt.step();
-  } catch (const std::exception& e) {
-    at::removeCallback(handle);
-    g_collector = nullptr;
-    std::string what = e.what();
-    return fail("the training step failed: " + what.substr(0, what.find('\n')));
+  std::map<std::string, profiler::OpUsage> used;
+  {
+    profiler::OpUsageCollector collector;
+    try {
+      collector.setPhase(kForward);
+      opt.zero_grad();
+      at::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x).to(at::kFloat), y);
+      collector.setPhase(kBackward);
+      loss.backward();
+      collector.setPhase(kOptimizer);
+      opt.step();
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      return fail("the training step failed: " + what.substr(0, what.find('\n')));
+    }
+    used = collector.ops();
   }
-  at::removeCallback(handle);
-  g_collector = nullptr;
 
   if (o.format == "csv") {
     std::printf("Op,Calls,Dtypes,Phases,Support,torch_npu\n");
@@ -258,11 +182,11 @@ int runOps(const OpsOptions& o) {
   }
   int refused = 0, low = 0;
   std::map<std::string, int> real;  // torch_npu verdict -> ops
-  for (const auto& [name, u] : collector.ops) {
+  for (const auto& [name, u] : used) {
     std::string dtypes, phases;
     for (const auto& d : u.dtypes) dtypes += (dtypes.empty() ? "" : " ") + d;
     for (int p : u.phases) phases += (phases.empty() ? "" : " ") + std::string(kPhaseNames[p]);
-    const std::string how = support(name, u);
+    const std::string how = npu::emulatedKernelOf(name, u.low_precision, u.fp64);
     const std::string npu_real = onTorchNpu(name);
     std::string verdict = npu_real.substr(0, npu_real.find_first_of(":("));
     while (!verdict.empty() && verdict.back() == ' ') verdict.pop_back();
@@ -279,7 +203,7 @@ int runOps(const OpsOptions& o) {
   }
   if (o.format == "text") {
     std::printf("\n%zu distinct ops: %zu supported, %d refused, %d took the fp16/bf16 -> fp32 path\n",
-                collector.ops.size(), collector.ops.size() - static_cast<size_t>(refused), refused, low);
+                used.size(), used.size() - static_cast<size_t>(refused), refused, low);
     std::string verdicts;
     for (const auto& [v, n] : real) verdicts += (verdicts.empty() ? "" : ", ") + std::to_string(n) + " " + v;
     std::printf("on a real device (%s): %s\n", std::string(opSupportVersion()).c_str(), verdicts.c_str());
