@@ -15,23 +15,6 @@ namespace npuscope::import {
 
 namespace od = simdjson::ondemand;
 
-int64_t linkKey(std::string_view t) {
-  while (!t.empty() && (t.front() == '"' || t.front() == ' ')) t.remove_prefix(1);
-  while (!t.empty() && (t.back() == '"' || t.back() == ' ')) t.remove_suffix(1);
-  if (t.empty()) return -1;
-  int64_t v = 0;
-  bool digits = true;
-  for (char c : t) {
-    if (c < '0' || c > '9' || v > (INT64_MAX - 9) / 10) {
-      digits = false;
-      break;
-    }
-    v = v * 10 + (c - '0');
-  }
-  if (digits) return v;
-  return static_cast<int64_t>(std::hash<std::string_view>()(t) >> 1);
-}
-
 namespace {
 
 // A number or a numeric string as int64 (ids, sizes), none otherwise.

@@ -47,8 +47,4 @@ class ChromeEventParser {
 // Adds an event parseFields produced (or counts it as skipped when it has no phase).
 void addParsedEvent(const EventFields& e, TraceModel& model);
 
-// A link id (correlation, connection_id, flow id) as a number: its value when it fits 63 bits,
-// else a hash of its text (torch_npu writes ids such as 40004068119343529983).
-int64_t linkKey(std::string_view text);
-
 }  // namespace npuscope::import

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +32,26 @@ class CsvReader {
   size_t at_ = 0;
   int64_t line_ = 0;
 };
+
+// A link id (correlation, connection_id, flow id) as a number: its value when it fits 63 bits,
+// else a hash of its text (torch_npu writes ids such as 40004068119343529983). Inline: the
+// chrome parser calls it for every event that links.
+inline int64_t linkKey(std::string_view t) {
+  while (!t.empty() && (t.front() == '"' || t.front() == ' ')) t.remove_prefix(1);
+  while (!t.empty() && (t.back() == '"' || t.back() == ' ')) t.remove_suffix(1);
+  if (t.empty()) return -1;
+  int64_t v = 0;
+  bool digits = true;
+  for (char c : t) {
+    if (c < '0' || c > '9' || v > (INT64_MAX - 9) / 10) {
+      digits = false;
+      break;
+    }
+    v = v * 10 + (c - '0');
+  }
+  if (digits) return v;
+  return static_cast<int64_t>(std::hash<std::string_view>()(t) >> 1);
+}
 
 // With NPUSCOPE_IMPORT_TRACE=1 in the environment: one stderr line per import phase, with the
 // time since the first call and the process's resident memory (for tuning; off by default).

@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "npuscope/store/string_table.h"
-#include "chrome_parser.h"
 #include "text.h"
 #include "npuscope/store/trace_writer.h"
 
@@ -402,26 +401,62 @@ Status TraceModel::classify() {
   return Status::ok();
 }
 
+// The host ops nested per thread (phase 2 of write()): raw index -> op id, parent, depth and
+// whether it runs in backward; threads ordered by their first op.
+struct TraceModel::Nesting {
+  std::map<int64_t, std::vector<uint32_t>> by_thread;  // tid -> raw indices in start order
+  std::vector<std::pair<int64_t, int64_t>> thread_order;  // (first start, tid)
+  std::vector<int32_t> op_id;      // raw index -> op id
+  std::vector<int32_t> parent_of;  // raw index -> raw index of the parent
+  std::vector<int16_t> depth_of;
+  std::vector<uint8_t> backward;
+};
+
+// Which host call launched a device task (phase 4 of write()).
+struct TraceModel::Launches {
+  // link -> raw index of the host call, as a sorted vector (a hash map costs 3x the memory).
+  std::vector<std::pair<int64_t, uint32_t>> launcher;
+  // External id -> the outermost host op holding it; built on first need.
+  std::unordered_map<int64_t, uint32_t> by_external;
+  bool by_external_built = false;
+  // torch_npu's task queue: queue id -> raw index of the enqueue op.
+  std::unordered_map<int64_t, uint32_t> enqueue_of;
+
+  int64_t findLauncher(int64_t link) const {
+    auto it = std::lower_bound(launcher.begin(), launcher.end(), std::make_pair(link, uint32_t{0}),
+                               [](const auto& x, const auto& y) { return x.first < y.first; });
+    return it != launcher.end() && it->first == link ? static_cast<int64_t>(it->second) : int64_t{-1};
+  }
+};
+
 Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
   RETURN_IF_ERROR(classify());
-  StringTable& strings = strings_;
-  const bool ascend = source_ == "torch_npu";
-  std::vector<uint8_t>& kind = kind_;
-  auto tidOf = [&](const Raw& r) { return lanes_[r.lane].second; };
-  auto catOfEvent = [&](size_t i) -> const std::string& { return cats_[events_[i].cat]; };
-
   tracePhase("classified");
-  // 2. Host ops: per thread, in start order (longer first at equal starts), nested by time.
-  std::map<int64_t, std::vector<uint32_t>> by_thread;
+  const Nesting nest = nestHostOps();
+  tracePhase("nested");
+  const std::vector<Step> steps = findSteps();
+  Launches launches = linkLaunches(nest);
+  tracePhase("linked");
+  ASSIGN_OR_RETURN(const int64_t last, beginImportedRun(writer, summary));
+  writeHostOps(writer, nest, steps, summary);
+  tracePhase("ops handed to the writer");
+  writeDeviceTasks(writer, nest, launches, steps, summary);
+  tracePhase("tasks handed to the writer");
+  return endImportedRun(writer, summary, last);
+}
+
+// 2. Host ops: per thread, in start order (longer first at equal starts), nested by time.
+TraceModel::Nesting TraceModel::nestHostOps() {
+  Nesting n;
+  auto& by_thread = n.by_thread;
   for (size_t i = 0; i < events_.size(); ++i) {
-    if (kind[i] == kHost) by_thread[tidOf(events_[i])].push_back(static_cast<uint32_t>(i));
+    if (kind_[i] == kHost) by_thread[tidOf(events_[i])].push_back(static_cast<uint32_t>(i));
   }
-  std::vector<int32_t> op_id(events_.size(), -1);      // raw index -> op id
-  std::vector<int32_t> parent_of(events_.size(), -1);  // raw index -> raw index of the parent
-  std::vector<int16_t> depth_of(events_.size(), 0);
-  std::vector<uint8_t> backward(events_.size(), 0);
+  n.op_id.assign(events_.size(), -1);
+  n.parent_of.assign(events_.size(), -1);
+  n.depth_of.assign(events_.size(), 0);
+  n.backward.assign(events_.size(), 0);
   // Threads by their first op, so ids follow time roughly across threads.
-  std::vector<std::pair<int64_t, int64_t>> thread_order;
   for (auto& [tid, idx] : by_thread) {
     auto earlier = [&](uint32_t a, uint32_t b) {
       const Raw &x = events_[a], &y = events_[b];
@@ -431,41 +466,43 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
     };
     // Profilers mostly write a thread's ops in this order already: a check is a tenth of a sort.
     if (!std::is_sorted(idx.begin(), idx.end(), earlier)) std::sort(idx.begin(), idx.end(), earlier);
-    thread_order.emplace_back(events_[idx.front()].ts_ns, tid);
+    n.thread_order.emplace_back(events_[idx.front()].ts_ns, tid);
   }
-  std::sort(thread_order.begin(), thread_order.end());
+  std::sort(n.thread_order.begin(), n.thread_order.end());
   int64_t next_id = 1;
   std::unordered_map<uint32_t, bool> backward_names;
-  for (auto& [first, tid] : thread_order) {
+  for (auto& [first, tid] : n.thread_order) {
     std::vector<uint32_t> stack;
     for (uint32_t i : by_thread[tid]) {
       const Raw& r = events_[i];
       // An op ended at or before this start holds nothing more (zero-length ops hold nothing).
       while (!stack.empty() && events_[stack.back()].ts_ns + events_[stack.back()].dur_ns <= r.ts_ns) stack.pop_back();
-      op_id[i] = static_cast<int32_t>(next_id++);
+      n.op_id[i] = static_cast<int32_t>(next_id++);
       if (!stack.empty()) {
-        parent_of[i] = static_cast<int32_t>(stack.back());
-        depth_of[i] = static_cast<int16_t>(std::min<size_t>(stack.size(), 32767));
-        backward[i] = backward[stack.back()];
+        n.parent_of[i] = static_cast<int32_t>(stack.back());
+        n.depth_of[i] = static_cast<int16_t>(std::min<size_t>(stack.size(), 32767));
+        n.backward[i] = n.backward[stack.back()];
       }
-      if (!backward[i]) {
+      if (!n.backward[i]) {
         auto [it, fresh] = backward_names.try_emplace(r.name_id, false);
-        if (fresh) it->second = backwardName(strings.value(r.name_id));
-        backward[i] = it->second;
+        if (fresh) it->second = backwardName(strings_.value(r.name_id));
+        n.backward[i] = it->second;
       }
       stack.push_back(i);
     }
   }
+  return n;
+}
 
-  tracePhase("nested");
-  // 3. Steps from ProfilerStep#N, else as the source gives them.
+// 3. Steps from ProfilerStep#N, else as the source gives them; in start order.
+std::vector<TraceModel::Step> TraceModel::findSteps() const {
   std::vector<Step> steps;
   std::unordered_map<uint32_t, int64_t> step_names;  // name id -> N, -1: not a step
   for (size_t i = 0; i < events_.size(); ++i) {
-    if (kind[i] != kHost) continue;
+    if (kind_[i] != kHost) continue;
     auto [it, fresh] = step_names.try_emplace(events_[i].name_id, -1);
     if (fresh) {
-      const std::string name = strings.value(events_[i].name_id);
+      const std::string name = strings_.value(events_[i].name_id);
       if (name.rfind("ProfilerStep#", 0) == 0) {
         char* end = nullptr;
         const long long n = std::strtoll(name.c_str() + 13, &end, 10);
@@ -476,75 +513,41 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
   }
   if (steps.empty()) steps = given_steps_;
   std::sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) { return a.start < b.start; });
-  auto stepAt = [&](int64_t t) -> int64_t {
-    auto it = std::upper_bound(steps.begin(), steps.end(), t, [](int64_t v, const Step& s) { return v < s.start; });
-    if (it == steps.begin()) return -1;
-    --it;
-    return t < it->end ? it->n : -1;
-  };
+  return steps;
+}
 
-  // 4. Launch links: host calls by correlation / connection id, and launch flows' start points.
-  // link -> raw index of the host call, as a sorted vector (a hash map costs 3x the memory).
-  std::vector<std::pair<int64_t, uint32_t>> launcher;
+// The step whose span holds `t`, -1 for none.
+int64_t TraceModel::stepAt(const std::vector<Step>& steps, int64_t t) {
+  auto it = std::upper_bound(steps.begin(), steps.end(), t, [](int64_t v, const Step& s) { return v < s.start; });
+  if (it == steps.begin()) return -1;
+  --it;
+  return t < it->end ? it->n : -1;
+}
+
+// 4. Launch links: host calls by correlation / connection id, and launch flows' start points.
+TraceModel::Launches TraceModel::linkLaunches(const Nesting& nest) {
+  Launches l;
+  auto& launcher = l.launcher;
   for (size_t i = 0; i < events_.size(); ++i) {
-    if (kind[i] == kHost && events_[i].link >= 0) launcher.emplace_back(events_[i].link, static_cast<uint32_t>(i));
+    if (kind_[i] == kHost && events_[i].link >= 0) launcher.emplace_back(events_[i].link, static_cast<uint32_t>(i));
   }
   // Equal links: the deepest call first (the innermost is the launch).
   std::sort(launcher.begin(), launcher.end(), [&](const auto& x, const auto& y) {
-    return x.first != y.first ? x.first < y.first : depth_of[x.second] > depth_of[y.second];
+    return x.first != y.first ? x.first < y.first : nest.depth_of[x.second] > nest.depth_of[y.second];
   });
   launcher.erase(std::unique(launcher.begin(), launcher.end(),
                              [](const auto& x, const auto& y) { return x.first == y.first; }),
                  launcher.end());
-  auto findLauncher = [&](int64_t link) -> int64_t {
-    auto it = std::lower_bound(launcher.begin(), launcher.end(), std::make_pair(link, uint32_t{0}),
-                               [](const auto& x, const auto& y) { return x.first < y.first; });
-    return it != launcher.end() && it->first == link ? static_cast<int64_t>(it->second) : int64_t{-1};
-  };
-  // Kineto (and npuscope's export) also give a task the External id of the operator it belongs
-  // to: the fallback when no launch call carries the task's correlation. Built on first need.
-  std::unordered_map<int64_t, uint32_t> by_external;
-  bool by_external_built = false;
-  auto byExternal = [&](int64_t external) -> int64_t {
-    if (!by_external_built) {
-      by_external_built = true;
-      for (size_t i = 0; i < events_.size(); ++i) {
-        if (kind[i] != kHost || events_[i].external < 0) continue;
-        auto [it, fresh] = by_external.try_emplace(events_[i].external, static_cast<uint32_t>(i));
-        if (!fresh && depth_of[i] < depth_of[it->second]) it->second = static_cast<uint32_t>(i);
-      }
-    }
-    auto it = by_external.find(external);
-    return it == by_external.end() ? int64_t{-1} : static_cast<int64_t>(it->second);
-  };
-  auto innermostAt = [&](int64_t tid, int64_t ts) -> int64_t {
-    auto t = by_thread.find(tid);
-    if (t == by_thread.end()) return -1;
-    const auto& idx = t->second;
-    auto it = std::upper_bound(idx.begin(), idx.end(), ts, [&](int64_t v, uint32_t i) { return v < events_[i].ts_ns; });
-    // Walk back to the latest op starting at or before ts that still covers it; its deepest
-    // covering descendant is that op itself when ops are visited latest-first.
-    while (it != idx.begin()) {
-      --it;
-      const Raw& r = events_[*it];
-      if (r.ts_ns + r.dur_ns >= ts) return *it;
-      if (parent_of[*it] < 0 && r.ts_ns + r.dur_ns < ts) {
-        // A top-level op that ended before ts: nothing earlier can cover ts.
-        return -1;
-      }
-    }
-    return -1;
-  };
   // Launch flows whose id no host call carries: the innermost host op around the flow's start.
   std::vector<std::pair<int64_t, uint32_t>> from_flows;
   for (const FlowStart& flow : flow_starts_) {
-    if (findLauncher(flow.link) >= 0) continue;
-    const int64_t at = innermostAt(lanes_[flow.lane].second, flow.ts_ns);
+    if (l.findLauncher(flow.link) >= 0) continue;
+    const int64_t at = innermostAt(nest, lanes_[flow.lane].second, flow.ts_ns);
     if (at >= 0) from_flows.emplace_back(flow.link, static_cast<uint32_t>(at));
   }
   // torch_npu's db: launch ids an op holds (CONNECTION_IDS), where no host call carries the id.
   for (const auto& [link, i] : op_links_) {
-    if (kind[i] == kHost && findLauncher(link) < 0) from_flows.emplace_back(link, i);
+    if (kind_[i] == kHost && l.findLauncher(link) < 0) from_flows.emplace_back(link, i);
   }
   op_links_ = {};
   if (!from_flows.empty()) {
@@ -556,27 +559,74 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
   }
   flow_starts_ = {};
   // torch_npu's task queue: a launch made on the dequeue thread belongs to the op that enqueued it.
-  std::unordered_map<int64_t, uint32_t> enqueue_of;
   for (auto& [i, queue] : queue_of_) {
-    if (kind[i] == kHost && catOfEvent(i) == "enqueue") enqueue_of.emplace(queue, i);
+    if (kind_[i] == kHost && catOfEvent(i) == "enqueue") l.enqueue_of.emplace(queue, i);
   }
-  auto launchingOp = [&](int64_t i) -> int64_t {
-    for (int64_t a = i; a >= 0; a = parent_of[a]) {
-      const int64_t queue = sideInt(queue_of_, static_cast<size_t>(a));
-      if (queue >= 0 && catOfEvent(static_cast<size_t>(a)) == "dequeue") {
-        auto e = enqueue_of.find(queue);
-        if (e != enqueue_of.end()) return parent_of[e->second] >= 0 ? parent_of[e->second] : e->second;
-        break;
+  return l;
+}
+
+// The innermost host op of thread `tid` that covers `ts`, -1 for none.
+int64_t TraceModel::innermostAt(const Nesting& nest, int64_t tid, int64_t ts) const {
+  auto t = nest.by_thread.find(tid);
+  if (t == nest.by_thread.end()) return -1;
+  const auto& idx = t->second;
+  auto it = std::upper_bound(idx.begin(), idx.end(), ts, [&](int64_t v, uint32_t i) { return v < events_[i].ts_ns; });
+  // Walk back to the latest op starting at or before ts that still covers it; its deepest
+  // covering descendant is that op itself when ops are visited latest-first.
+  while (it != idx.begin()) {
+    --it;
+    const Raw& r = events_[*it];
+    if (r.ts_ns + r.dur_ns >= ts) return *it;
+    if (nest.parent_of[*it] < 0 && r.ts_ns + r.dur_ns < ts) {
+      // A top-level op that ended before ts: nothing earlier can cover ts.
+      return -1;
+    }
+  }
+  return -1;
+}
+
+// The host op that launched task `r`, -1 for none: its launch call (on torch_npu's dequeue
+// thread: the op that enqueued it), else (Kineto) the operator of its External id.
+int64_t TraceModel::launchOf(Launches& l, const Nesting& nest, const Raw& r) const {
+  int64_t launch = -1;
+  if (r.link >= 0) {
+    const int64_t at = l.findLauncher(r.link);
+    if (at >= 0) launch = launchingOp(l, nest, at);
+  }
+  if (launch < 0 && r.external >= 0) {
+    // Kineto (and npuscope's export) also give a task the External id of the operator it belongs
+    // to: the fallback when no launch call carries the task's correlation.
+    if (!l.by_external_built) {
+      l.by_external_built = true;
+      for (size_t i = 0; i < events_.size(); ++i) {
+        if (kind_[i] != kHost || events_[i].external < 0) continue;
+        auto [it, fresh] = l.by_external.try_emplace(events_[i].external, static_cast<uint32_t>(i));
+        if (!fresh && nest.depth_of[i] < nest.depth_of[it->second]) it->second = static_cast<uint32_t>(i);
       }
     }
-    return i;
-  };
+    auto it = l.by_external.find(r.external);
+    launch = it == l.by_external.end() ? int64_t{-1} : static_cast<int64_t>(it->second);
+  }
+  return launch;
+}
 
-  tracePhase("linked");
-  // 5. Run.
+int64_t TraceModel::launchingOp(const Launches& l, const Nesting& nest, int64_t i) const {
+  for (int64_t a = i; a >= 0; a = nest.parent_of[a]) {
+    const int64_t queue = sideInt(queue_of_, static_cast<size_t>(a));
+    if (queue >= 0 && catOfEvent(static_cast<size_t>(a)) == "dequeue") {
+      auto e = l.enqueue_of.find(queue);
+      if (e != l.enqueue_of.end()) return nest.parent_of[e->second] >= 0 ? nest.parent_of[e->second] : e->second;
+      break;
+    }
+  }
+  return i;
+}
+
+// 5. The run: begun with what the source says of it; returns its last time.
+StatusOr<int64_t> TraceModel::beginImportedRun(TraceWriter& writer, RunSummary* summary) {
   int64_t first = INT64_MAX, last = INT64_MIN;
   for (size_t i = 0; i < events_.size(); ++i) {
-    if (kind[i] == kSkip) continue;
+    if (kind_[i] == kSkip) continue;
     first = std::min(first, events_[i].ts_ns);
     last = std::max(last, events_[i].ts_ns + events_[i].dur_ns);
   }
@@ -589,7 +639,7 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
   info.command = "import";
   const size_t slash = path_.find_last_of('/');
   info.model = slash == std::string::npos ? path_ : path_.substr(slash + 1);
-  info.device = ascend ? "npu:" + std::to_string(default_device_) : std::string();
+  info.device = source_ == "torch_npu" ? "npu:" + std::to_string(default_device_) : std::string();
   info.config_json = metadata_json_;
   info.source = source_;
   info.source_path = path_;
@@ -600,9 +650,12 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
   summary->source = source_;
   summary->path = path_;
   summary->rank = rank_;
+  return last;
+}
 
-  Status failed;
-  // Ops, thread by thread, in id order.
+// Ops, thread by thread, in id order; then the steps.
+void TraceModel::writeHostOps(TraceWriter& writer, const Nesting& nest, const std::vector<Step>& steps,
+                              RunSummary* summary) {
   std::unique_ptr<OpBuffer> buf = writer.takeBuffer();
   auto submit = [&]() {
     if (buf->size == 0) return;
@@ -610,23 +663,23 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
     buf = writer.takeBuffer();
     writer.waitForBacklog(size_t{1} << 16);  // an import never drops records
   };
-  for (auto& [first_ts, tid] : thread_order) {
-    for (uint32_t i : by_thread[tid]) {
+  for (auto& [first_ts, tid] : nest.thread_order) {
+    for (uint32_t i : nest.by_thread.at(tid)) {
       const Raw& r = events_[i];
       OpRecord& o = buf->records[buf->size++];
       o = OpRecord();
-      o.id = op_id[i];
-      o.parent_id = parent_of[i] >= 0 ? op_id[parent_of[i]] : -1;
+      o.id = nest.op_id[i];
+      o.parent_id = nest.parent_of[i] >= 0 ? nest.op_id[nest.parent_of[i]] : -1;
       o.start_ns = r.ts_ns;
       o.dur_ns = r.dur_ns;
       o.seq_nr = r.seq >= 0 ? r.seq : -1;
       o.thread_id = static_cast<uint64_t>(tidOf(r));
-      o.step = static_cast<int32_t>(stepAt(r.ts_ns));
+      o.step = static_cast<int32_t>(stepAt(steps, r.ts_ns));
       o.name_id = r.name_id;
       o.shapes_id = r.shapes_id;
       o.dtypes_id = r.dtypes_id;
-      o.depth = depth_of[i];
-      o.is_backward = backward[i];
+      o.depth = nest.depth_of[i];
+      o.is_backward = nest.backward[i];
       ++summary->host_ops;
       if (buf->full()) submit();
     }
@@ -643,13 +696,17 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
     writer.addStep(rec);
     ++summary->steps;
   }
-  tracePhase("ops handed to the writer");
-  // Device tasks.
+}
+
+// Device tasks (with the op and step of their launch), then the memory samples.
+void TraceModel::writeDeviceTasks(TraceWriter& writer, const Nesting& nest, Launches& launches,
+                                  const std::vector<Step>& steps, RunSummary* summary) {
+  StringTable& strings = strings_;
+  const bool ascend = source_ == "torch_npu";
   std::vector<DeviceTaskRecord> tasks;
   tasks.reserve(4096);
-  std::unordered_map<int64_t, std::string> group_names;
   for (size_t i = 0; i < events_.size(); ++i) {
-    if (kind[i] != kTask && kind[i] != kCommTask) continue;
+    if (kind_[i] != kTask && kind_[i] != kCommTask) continue;
     const Raw& r = events_[i];
     DeviceTaskRecord t;
     t.start_ns = r.ts_ns;
@@ -659,7 +716,7 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
     t.bytes = sideInt(bytes_of_, i);
     const auto& [pid, tid] = lanes_[r.lane];
     t.shapes_id = r.shapes_id;
-    if (kind[i] == kCommTask) {
+    if (kind_[i] == kCommTask) {
       t.device = r.device >= 0 ? r.device : default_device_;
       t.stream = 1000 + static_cast<int32_t>(tid);  // communication groups: streams from 1000
       t.type_id = strings.intern("HCCL");
@@ -673,19 +730,14 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
       t.stream = r.stream >= 0 ? r.stream : static_cast<int32_t>(tid);
       t.type_id = r.type_id ? r.type_id : strings.intern(deviceTaskType(cats_[r.cat]));
     }
-    int64_t launch = -1;
-    if (r.link >= 0) {
-      const int64_t at = findLauncher(r.link);
-      if (at >= 0) launch = launchingOp(at);
-    }
-    if (launch < 0 && r.external >= 0) launch = byExternal(r.external);
+    const int64_t launch = launchOf(launches, nest, r);
     if (auto g = group_of_.find(static_cast<uint32_t>(i)); g != group_of_.end()) t.comm_group = strings.value(g->second);
     if (launch >= 0) {
-      t.op_id = op_id[launch];
-      t.step = stepAt(events_[launch].ts_ns);
+      t.op_id = nest.op_id[launch];
+      t.step = stepAt(steps, events_[launch].ts_ns);
       ++summary->linked_tasks;
     } else {
-      t.step = stepAt(r.ts_ns);
+      t.step = stepAt(steps, r.ts_ns);
     }
     tasks.push_back(std::move(t));
     ++summary->device_tasks;
@@ -699,8 +751,10 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
   std::sort(memory_.begin(), memory_.end(), [](const MemoryRecord& a, const MemoryRecord& b) { return a.ts_ns < b.ts_ns; });
   summary->memory_samples = static_cast<int64_t>(memory_.size());
   if (!memory_.empty()) writer.addMemory(std::vector<MemoryRecord>(memory_));
+}
 
-  tracePhase("tasks handed to the writer");
+// Notes on what was skipped (once per kind), the run's results, the end.
+Status TraceModel::endImportedRun(TraceWriter& writer, RunSummary* summary, int64_t last) {
   // Notes: what was skipped, once per kind.
   for (auto& [what, n] : skipped_) summary->notes.push_back(std::to_string(n) + " " + what + " skipped");
   if (memory_events_cpu_ > 0) {

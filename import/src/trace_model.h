@@ -121,6 +121,25 @@ class TraceModel {
   uint32_t taskTypeId(std::string_view op_type, std::string_view core_type, uint32_t task_type);
   void matchTaskDetails();
 
+  // write()'s phases, in order (trace_model.cpp).
+  struct Nesting;
+  struct Launches;
+  struct Step;
+  Nesting nestHostOps();
+  std::vector<Step> findSteps() const;
+  static int64_t stepAt(const std::vector<Step>& steps, int64_t t);
+  Launches linkLaunches(const Nesting& nest);
+  int64_t innermostAt(const Nesting& nest, int64_t tid, int64_t ts) const;
+  int64_t launchOf(Launches& launches, const Nesting& nest, const Raw& task) const;
+  int64_t launchingOp(const Launches& launches, const Nesting& nest, int64_t i) const;
+  StatusOr<int64_t> beginImportedRun(TraceWriter& writer, RunSummary* summary);
+  void writeHostOps(TraceWriter& writer, const Nesting& nest, const std::vector<Step>& steps, RunSummary* summary);
+  void writeDeviceTasks(TraceWriter& writer, const Nesting& nest, Launches& launches, const std::vector<Step>& steps,
+                        RunSummary* summary);
+  Status endImportedRun(TraceWriter& writer, RunSummary* summary, int64_t last);
+  int64_t tidOf(const Raw& r) const { return lanes_[r.lane].second; }
+  const std::string& catOfEvent(size_t i) const { return cats_[events_[i].cat]; }
+
   std::string source_, path_;
   StringTable& strings_;
   std::string metadata_json_ = "{}";
