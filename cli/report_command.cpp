@@ -177,6 +177,153 @@ int runClusterReport(const std::vector<std::string>& paths, const std::string& j
   return 0;
 }
 
+// What the text and JSON reports show, read in one snapshot of the file.
+struct ReportData {
+  RunRow run;
+  OpAggregateTable table;
+  std::vector<DeviceTaskAggregate> tasks;
+  StepSummary summary;
+  std::vector<OverflowEventRow> overflows;
+  std::vector<MemoryPeak> peaks;
+  std::vector<std::string> damage;
+};
+
+// Everything but the op table (read before, for CSV too): steps with the predicted timeline of a
+// recorded run, device tasks, overflow events, memory peaks.
+Status readReportData(TraceReader& r, ReportData* d) {
+  const int64_t id = d->run.id;
+  ASSIGN_OR_RETURN(std::vector<StepRow> steps, r.steps(id));
+  ASSIGN_OR_RETURN(std::vector<StepDeviceTime> device, r.stepDeviceTimes(id));
+  ASSIGN_OR_RETURN(d->overflows, r.overflowEvents(id));
+  ASSIGN_OR_RETURN(d->peaks, r.memoryPeaks(id));
+  ASSIGN_OR_RETURN(d->tasks, r.deviceTaskAggregates(id));
+  d->summary = summarizeSteps(steps, device);
+  if (!d->run.imported()) {
+    ASSIGN_OR_RETURN(std::vector<PredictedStep> predicted, predictRun(r, id, hostModelParamsFor(d->run)));
+    d->summary.predicted = summarizePrediction(predicted);
+  }
+  return Status::ok();
+}
+
+void printReportJson(const ReportOptions& o, const ReportData& d) {
+  nlohmann::json j;
+  j["file"] = o.file;
+  j["run"] = {{"id", d.run.id},
+              {"command", d.run.command},
+              {"model", d.run.model},
+              {"opt_level", d.run.opt_level},
+              {"optimizer", d.run.optimizer},
+              {"device", d.run.device},
+              {"status", d.run.status},
+              {"started_ns", d.run.started_ns},
+              {"wall_start_ns", d.run.wall_start_ns},
+              {"dropped_records", d.run.dropped_records}};
+  if (d.run.imported()) {
+    j["run"]["source"] = d.run.source;
+    j["run"]["source_path"] = d.run.source_path;
+    if (d.run.rank >= 0) j["run"]["rank"] = d.run.rank;
+    if (d.run.world_size > 0) j["run"]["world_size"] = d.run.world_size;
+  }
+  j["device_tasks"] = nlohmann::json::array();
+  for (const DeviceTaskAggregate& a : d.tasks) {
+    j["device_tasks"].push_back({{"name", a.name}, {"type", a.type}, {"calls", a.calls}, {"total_ns", a.total_ns},
+                                 {"min_ns", a.min_ns}, {"max_ns", a.max_ns}});
+  }
+  j["steps_device"] = d.run.imported() ? "real" : "model";
+  if (d.run.ended_ns) j["run"]["ended_ns"] = *d.run.ended_ns;
+  for (const char* key : {"config", "results"}) {
+    const std::string& text = std::string(key) == "config" ? d.run.config_json : d.run.results_json;
+    if (!text.empty()) j["run"][key] = nlohmann::json::parse(text, nullptr, false);
+  }
+  j["ops"] = nlohmann::json::array();
+  for (const OpAggregate& a : d.table.rows) j["ops"].push_back(opJson(a, o.group_by_shape));
+  j["op_count"] = d.table.op_count;
+  j["self_sum_ns"] = d.table.self_sum_ns;
+  j["steps"] = {{"recorded", d.summary.recorded},
+                {"overflow_steps", d.summary.overflow_steps},
+                {"skipped_steps", d.summary.skipped_steps},
+                {"skipped_ns", d.summary.skipped_ns},
+                {"step_ns", d.summary.total_ns},
+                {"host_ns_with_device_time", d.summary.host_ns},
+                {"device_busy_ns", d.summary.device_busy_ns}};
+  if (d.summary.predicted.kernels > 0) {
+    const PredictedStep total = d.summary.predicted.total();
+    j["predicted"] = {{"task_queue", true},
+                      {"steps", d.summary.predicted.steps},
+                      {"median_step_ns", d.summary.predicted.median_step_ns},
+                      {"step_ns", total.step_ns},
+                      {"device_busy_ns", total.device_busy_ns},
+                      {"host_wait_ns", total.host_wait_ns},
+                      {"dispatch_ns", total.dispatch_ns},
+                      {"kernels", total.kernels},
+                      {"host_ops", total.host_ops},
+                      {"syncs", total.syncs},
+                      {"devices", total.devices},
+                      {"device_idle_share", total.deviceIdleShare()},
+                      {"host_wait_share", total.hostWaitShare()},
+                      {"bound", boundByName(boundBy(total))}};
+  }
+  if (!d.summary.durations.empty()) {
+    j["steps"]["p50_ns"] = percentile(d.summary.durations, 0.5);
+    j["steps"]["p90_ns"] = percentile(d.summary.durations, 0.9);
+  }
+  if (d.summary.first_loss) j["steps"]["first_loss"] = *d.summary.first_loss, j["steps"]["last_loss"] = *d.summary.last_loss;
+  if (d.summary.last_scale) j["steps"]["final_loss_scale"] = *d.summary.last_scale;
+  j["loss_scale_changes"] = nlohmann::json::array();
+  for (const auto& c : d.summary.scale_changes) {
+    j["loss_scale_changes"].push_back({{"step", c.step}, {"from", c.from}, {"to", c.to}});
+  }
+  j["overflow_events"] = nlohmann::json::array();
+  for (const OverflowEventRow& e : d.overflows) {
+    j["overflow_events"].push_back(
+        {{"step", e.step}, {"ts_ns", e.ts_ns}, {"source", e.source}, {"op_name", e.op_name}, {"detail", e.detail},
+         {"op_id", e.op_id >= 0 ? nlohmann::json(e.op_id) : nlohmann::json()}});
+  }
+  j["memory_peaks"] = nlohmann::json::array();
+  for (const MemoryPeak& p : d.peaks) {
+    j["memory_peaks"].push_back({{"device", "npu:" + std::to_string(p.device)},
+                                 {"allocated", p.allocated},
+                                 {"reserved", p.reserved}});
+  }
+  j["damage"] = d.damage;  // what reading found damaged in the file (also warned on stderr)
+  std::cout << j.dump(2) << "\n";
+}
+
+void printReportText(const ReportOptions& o, OpSortKey sort, const ReportData& d) {
+  std::printf("%s\n", o.file.c_str());
+  printRunHeader(d.run);
+  if (d.table.op_count == 0) {
+    std::printf("\nno ops recorded in this run\n");
+  } else {
+    std::printf("\nOperators by %s time%s", opSortKeyName(sort),
+                o.group_by_shape ? " (grouped by name and input shapes)" : "");
+    if (o.top > 0 && d.table.group_count > o.top) {
+      std::printf(", top %lld of %lld", static_cast<long long>(o.top), static_cast<long long>(d.table.group_count));
+    }
+    std::printf("\n");
+    printOpTable(d.table, o.group_by_shape);
+  }
+  if (!d.tasks.empty()) printDeviceTasks(d.tasks, o.top);
+  printSteps(d.summary, d.run.imported());
+  std::printf("\nOverflow events: %zu\n", d.overflows.size());
+  const size_t show = std::min<size_t>(d.overflows.size(), 20);
+  for (size_t i = 0; i < show; ++i) {
+    const OverflowEventRow& e = d.overflows[i];
+    if (e.source == "first_op") {
+      std::printf("  step %-8lld %-16s %s\n", static_cast<long long>(e.step), e.source.c_str(), describeOverflowEvent(e).c_str());
+      continue;
+    }
+    std::printf("  step %-8lld %-16s %s%s%s\n", static_cast<long long>(e.step), e.source.c_str(), e.op_name.c_str(),
+                e.detail.empty() ? "" : "  ", e.detail.c_str());
+  }
+  if (d.overflows.size() > show) std::printf("  ... %zu more\n", d.overflows.size() - show);
+  std::printf("\nPeak memory:%s\n", d.peaks.empty() ? " not recorded" : "");
+  for (const MemoryPeak& p : d.peaks) {
+    std::printf("  npu:%d  allocated %s  reserved %s\n", p.device, formatBytes(static_cast<uint64_t>(p.allocated)).c_str(),
+                formatBytes(static_cast<uint64_t>(p.reserved)).c_str());
+  }
+}
+
 int runReport(const ReportOptions& o) {
   if (o.format != "text" && o.format != "csv" && o.format != "json") {
     return fail("--format: unknown format '" + o.format + "' (expected text, csv or json)");
@@ -201,143 +348,21 @@ int runReport(const ReportOptions& o) {
   q.top_n = static_cast<size_t>(o.top);
   auto table = r.opAggregates(q);
   if (!table.isOk()) return fail(table.status().message());
-
   if (o.format == "csv") {
     writeOpTableCsv(*table, q.group_by, std::cout);
     return 0;
   }
-  auto steps = r.steps(run->id);
-  auto device = r.stepDeviceTimes(run->id);
-  auto overflows = r.overflowEvents(run->id);
-  auto peaks = r.memoryPeaks(run->id);
-  auto tasks = r.deviceTaskAggregates(run->id);
-  for (const Status& s : {steps.status(), device.status(), overflows.status(), peaks.status(), tasks.status()}) {
-    if (!s.isOk()) return fail(s.message());
-  }
-  StepSummary summary = summarizeSteps(*steps, *device);
-  if (!run->imported()) {
-    auto predicted = predictRun(r, run->id, hostModelParamsFor(*run));
-    if (!predicted.isOk()) return fail(predicted.status().message());
-    summary.predicted = summarizePrediction(*predicted);
-  }
+  ReportData d;
+  d.run = std::move(*run);
+  d.table = std::move(*table);
+  const Status read = readReportData(r, &d);
+  if (!read.isOk()) return fail(read.message());
   (void)r.endSnapshot();
-
   if (o.format == "json") {
-    nlohmann::json j;
-    j["file"] = o.file;
-    j["run"] = {{"id", run->id},
-                {"command", run->command},
-                {"model", run->model},
-                {"opt_level", run->opt_level},
-                {"optimizer", run->optimizer},
-                {"device", run->device},
-                {"status", run->status},
-                {"started_ns", run->started_ns},
-                {"wall_start_ns", run->wall_start_ns},
-                {"dropped_records", run->dropped_records}};
-    if (run->imported()) {
-      j["run"]["source"] = run->source;
-      j["run"]["source_path"] = run->source_path;
-      if (run->rank >= 0) j["run"]["rank"] = run->rank;
-      if (run->world_size > 0) j["run"]["world_size"] = run->world_size;
-    }
-    j["device_tasks"] = nlohmann::json::array();
-    for (const DeviceTaskAggregate& a : *tasks) {
-      j["device_tasks"].push_back({{"name", a.name}, {"type", a.type}, {"calls", a.calls}, {"total_ns", a.total_ns},
-                                   {"min_ns", a.min_ns}, {"max_ns", a.max_ns}});
-    }
-    j["steps_device"] = run->imported() ? "real" : "model";
-    if (run->ended_ns) j["run"]["ended_ns"] = *run->ended_ns;
-    for (const char* key : {"config", "results"}) {
-      const std::string& text = std::string(key) == "config" ? run->config_json : run->results_json;
-      if (!text.empty()) j["run"][key] = nlohmann::json::parse(text, nullptr, false);
-    }
-    j["ops"] = nlohmann::json::array();
-    for (const OpAggregate& a : table->rows) j["ops"].push_back(opJson(a, o.group_by_shape));
-    j["op_count"] = table->op_count;
-    j["self_sum_ns"] = table->self_sum_ns;
-    j["steps"] = {{"recorded", summary.recorded},
-                  {"overflow_steps", summary.overflow_steps},
-                  {"skipped_steps", summary.skipped_steps},
-                  {"skipped_ns", summary.skipped_ns},
-                  {"step_ns", summary.total_ns},
-                  {"host_ns_with_device_time", summary.host_ns},
-                  {"device_busy_ns", summary.device_busy_ns}};
-    if (summary.predicted.kernels > 0) {
-      const PredictedStep total = summary.predicted.total();
-      j["predicted"] = {{"task_queue", true},
-                        {"steps", summary.predicted.steps},
-                        {"median_step_ns", summary.predicted.median_step_ns},
-                        {"step_ns", total.step_ns},
-                        {"device_busy_ns", total.device_busy_ns},
-                        {"host_wait_ns", total.host_wait_ns},
-                        {"dispatch_ns", total.dispatch_ns},
-                        {"kernels", total.kernels},
-                        {"host_ops", total.host_ops},
-                        {"syncs", total.syncs},
-                        {"devices", total.devices},
-                        {"device_idle_share", total.deviceIdleShare()},
-                        {"host_wait_share", total.hostWaitShare()},
-                        {"bound", boundByName(boundBy(total))}};
-    }
-    if (!summary.durations.empty()) {
-      j["steps"]["p50_ns"] = percentile(summary.durations, 0.5);
-      j["steps"]["p90_ns"] = percentile(summary.durations, 0.9);
-    }
-    if (summary.first_loss) j["steps"]["first_loss"] = *summary.first_loss, j["steps"]["last_loss"] = *summary.last_loss;
-    if (summary.last_scale) j["steps"]["final_loss_scale"] = *summary.last_scale;
-    j["loss_scale_changes"] = nlohmann::json::array();
-    for (const auto& c : summary.scale_changes) {
-      j["loss_scale_changes"].push_back({{"step", c.step}, {"from", c.from}, {"to", c.to}});
-    }
-    j["overflow_events"] = nlohmann::json::array();
-    for (const OverflowEventRow& e : *overflows) {
-      j["overflow_events"].push_back(
-          {{"step", e.step}, {"ts_ns", e.ts_ns}, {"source", e.source}, {"op_name", e.op_name}, {"detail", e.detail},
-           {"op_id", e.op_id >= 0 ? nlohmann::json(e.op_id) : nlohmann::json()}});
-    }
-    j["memory_peaks"] = nlohmann::json::array();
-    for (const MemoryPeak& p : *peaks) {
-      j["memory_peaks"].push_back({{"device", "npu:" + std::to_string(p.device)},
-                                   {"allocated", p.allocated},
-                                   {"reserved", p.reserved}});
-    }
-    j["damage"] = r.damage();  // what reading found damaged in the file (also warned on stderr)
-    std::cout << j.dump(2) << "\n";
-    return 0;
-  }
-
-  std::printf("%s\n", o.file.c_str());
-  printRunHeader(*run);
-  if (table->op_count == 0) {
-    std::printf("\nno ops recorded in this run\n");
+    d.damage = r.damage();
+    printReportJson(o, d);
   } else {
-    std::printf("\nOperators by %s time%s", opSortKeyName(*sort),
-                o.group_by_shape ? " (grouped by name and input shapes)" : "");
-    if (o.top > 0 && table->group_count > o.top) {
-      std::printf(", top %lld of %lld", static_cast<long long>(o.top), static_cast<long long>(table->group_count));
-    }
-    std::printf("\n");
-    printOpTable(*table, o.group_by_shape);
-  }
-  if (!tasks->empty()) printDeviceTasks(*tasks, o.top);
-  printSteps(summary, run->imported());
-  std::printf("\nOverflow events: %zu\n", overflows->size());
-  const size_t show = std::min<size_t>(overflows->size(), 20);
-  for (size_t i = 0; i < show; ++i) {
-    const OverflowEventRow& e = (*overflows)[i];
-    if (e.source == "first_op") {
-      std::printf("  step %-8lld %-16s %s\n", static_cast<long long>(e.step), e.source.c_str(), describeOverflowEvent(e).c_str());
-      continue;
-    }
-    std::printf("  step %-8lld %-16s %s%s%s\n", static_cast<long long>(e.step), e.source.c_str(), e.op_name.c_str(),
-                e.detail.empty() ? "" : "  ", e.detail.c_str());
-  }
-  if (overflows->size() > show) std::printf("  ... %zu more\n", overflows->size() - show);
-  std::printf("\nPeak memory:%s\n", peaks->empty() ? " not recorded" : "");
-  for (const MemoryPeak& p : *peaks) {
-    std::printf("  npu:%d  allocated %s  reserved %s\n", p.device, formatBytes(static_cast<uint64_t>(p.allocated)).c_str(),
-                formatBytes(static_cast<uint64_t>(p.reserved)).c_str());
+    printReportText(o, *sort, d);
   }
   return 0;
 }
