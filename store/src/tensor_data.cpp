@@ -117,6 +117,10 @@ std::vector<double> toDoubles(const uint8_t* data, DType t, size_t count) {
   std::vector<double> out(count);
   if (t == DType::kFloat32) {
     for (size_t i = 0; i < count; ++i) out[i] = load<float>(data + 4 * i);
+  } else if (t == DType::kFloat16) {  // mixed precision's dumps: one loop, no per-element switch
+    for (size_t i = 0; i < count; ++i) out[i] = halfToFloat(load<uint16_t>(data + 2 * i));
+  } else if (t == DType::kBFloat16) {
+    for (size_t i = 0; i < count; ++i) out[i] = bfloat16ToFloat(load<uint16_t>(data + 2 * i));
   } else {
     for (size_t i = 0; i < count; ++i) out[i] = elementAt(data, t, i);
   }
