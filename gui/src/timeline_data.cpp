@@ -1,5 +1,7 @@
 #include "npuscope/gui/timeline_data.h"
 
+#include "npuscope/store/op_aggregator.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -15,24 +17,36 @@ namespace {
 constexpr int64_t kMinTime = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMaxTime = std::numeric_limits<int64_t>::max();
 
-// Per-worker interning of the reader's string views. The reader hands out views into its own
-// cache, so a pointer identifies a string; the content check guards against a cache reload of
-// a live file reusing an address.
+// Per worker, the file's string ids (the same for every reader of the file) to the worker's
+// string indices: a dense array for the small ids a file has, a hash map past them. A string is
+// copied once, when its id is first met; nothing is hashed by content.
 class LocalStrings {
  public:
-  uint32_t id(std::string_view s) {
-    if (s.empty()) return 0;
-    auto it = by_ptr_.find(s.data());
-    if (it != by_ptr_.end() && values_[it->second] == s) return it->second;
-    values_.emplace_back(s);
-    const auto id = static_cast<uint32_t>(values_.size() - 1);
-    by_ptr_[s.data()] = id;
-    return id;
+  uint32_t id(int64_t file_id, std::string_view s) {
+    if (file_id <= 0 || s.empty()) return 0;
+    if (file_id < kDense) {
+      const auto i = static_cast<size_t>(file_id);
+      if (i >= dense_.size()) dense_.resize(std::max(i + 1, dense_.size() * 2), 0);
+      uint32_t& d = dense_[i];
+      if (d == 0) d = add(file_id, s);
+      return d;
+    }
+    auto [it, fresh] = sparse_.try_emplace(file_id, 0);
+    if (fresh) it->second = add(file_id, s);
+    return it->second;
   }
   std::vector<std::string> values_{std::string()};
+  std::vector<int64_t> file_ids_{0};  // the file's id of each value
 
  private:
-  std::unordered_map<const char*, uint32_t> by_ptr_;
+  static constexpr int64_t kDense = int64_t{1} << 22;
+  uint32_t add(int64_t file_id, std::string_view s) {
+    values_.emplace_back(s);
+    file_ids_.push_back(file_id);
+    return static_cast<uint32_t>(values_.size() - 1);
+  }
+  std::vector<uint32_t> dense_;
+  std::unordered_map<int64_t, uint32_t> sparse_;
 };
 
 struct WorkItem {
@@ -113,90 +127,108 @@ StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& pa
   return load(path, run_id, o);
 }
 
-StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& path, int64_t run_id,
-                                                           const LoadOptions& options) {
-  ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader, TraceReader::open(path));
-  RETURN_IF_ERROR(reader->beginSnapshot());
-  auto run = reader->run(run_id);
-  auto threads = reader->threads(run_id);
-  auto steps = reader->steps(run_id);
-  (void)reader->endSnapshot();
-  if (!run.isOk()) return run.status();
-  if (!threads.isOk()) return threads.status();
-  if (!steps.isOk()) return steps.status();
+// TimelineData::load in its phases: read the run's summary, plan the work, read the ops in
+// parallel, merge the workers' strings, then build the thread, predicted and task lanes.
+class TimelineLoader {
+ public:
+  TimelineLoader(const std::string& path, int64_t run_id, const LoadOptions& options)
+      : path_(path), run_id_(run_id), options_(options), data_(new TimelineData()) {}
 
-  std::unique_ptr<TimelineData> data(new TimelineData());
-  data->run_id_ = run_id;
-  data->model_ = hostModelParamsFor(run.value());
-  data->steps_ = std::move(steps).value();
-  data->begin_ns_ = kMaxTime;
-  data->end_ns_ = kMinTime;
-  for (const ThreadSummary& t : threads.value()) data->total_ops_ += t.op_count;
-  data->partial_ = data->total_ops_ > options.full_load_ops;
-  // The ops to read: all of them, or those starting in the window (none without one).
-  TimeWindow want;
-  if (data->partial_) {
-    want = options.has_window ? options.window : TimeWindow{0, 0};
-    data->loaded_ = want;
-  }
-  std::unordered_map<int64_t, std::vector<DensityBlock>> blocks;
-  if (data->partial_) {
-    ASSIGN_OR_RETURN(std::vector<OpBlockSummary> rows, reader->opBlocks(run_id));
-    for (const OpBlockSummary& b : rows) blocks[b.thread_id].push_back({b.min_start_ns, b.max_end_ns, b.ops});
+  StatusOr<std::unique_ptr<TimelineData>> load() {
+    RETURN_IF_ERROR(readSummary());
+    planWork();
+    RETURN_IF_ERROR(readOps());
+    mergeStrings();
+    fillThreadLanes();
+    addPredictedLanes();
+    addTaskLanes();
+    settleBounds();
+    return std::move(data_);
   }
 
-  // Work items: each thread's part of the window cut into equal time chunks of about 200k ops.
-  std::vector<WorkItem> items;
-  for (const ThreadSummary& t : threads.value()) {
-    Lane lane;
-    lane.kind = LaneKind::kThread;
-    lane.thread_id = t.thread_id;
-    lane.backward_ops = t.backward_op_count;
-    lane.total_ops = t.op_count;
-    lane.title = "thread " + std::to_string(t.thread_id) +
-                 (t.backward_op_count * 2 > t.op_count ? " \xC2\xB7 backward" : " \xC2\xB7 main");
-    auto bl = blocks.find(t.thread_id);
-    if (bl != blocks.end()) lane.blocks = std::move(bl->second);
-    const size_t li = data->lanes_.size();
-    data->begin_ns_ = std::min(data->begin_ns_, t.first_start_ns);
-    data->end_ns_ = std::max(data->end_ns_, t.last_end_ns);
-    const int64_t lo = std::max(t.first_start_ns, want.begin_ns);
-    const int64_t hi = std::min(t.last_end_ns + 1, want.end_ns);
-    int64_t ops = t.op_count;
-    if (data->partial_) {
-      ops = 0;
-      for (const DensityBlock& b : lane.blocks) {
-        if (b.end_ns >= lo && b.begin_ns < hi) ops += b.ops;
+ private:
+  // The run, its threads and steps; whether the load is partial, and then its window and the
+  // lanes' density blocks.
+  Status readSummary() {
+    ASSIGN_OR_RETURN(reader_, TraceReader::open(path_));
+    RETURN_IF_ERROR(reader_->beginSnapshot());
+    auto run = reader_->run(run_id_);
+    auto threads = reader_->threads(run_id_);
+    auto steps = reader_->steps(run_id_);
+    (void)reader_->endSnapshot();
+    if (!run.isOk()) return run.status();
+    if (!threads.isOk()) return threads.status();
+    if (!steps.isOk()) return steps.status();
+    run_ = std::move(run).value();
+    threads_ = std::move(threads).value();
+
+    TimelineData& d = *data_;
+    d.run_id_ = run_id_;
+    d.model_ = hostModelParamsFor(run_);
+    d.steps_ = std::move(steps).value();
+    d.begin_ns_ = kMaxTime;
+    d.end_ns_ = kMinTime;
+    for (const ThreadSummary& t : threads_) d.total_ops_ += t.op_count;
+    d.partial_ = d.total_ops_ > options_.full_load_ops;
+    // The ops to read: all of them, or those starting in the window (none without one).
+    if (d.partial_) {
+      want_ = options_.has_window ? options_.window : TimeWindow{0, 0};
+      d.loaded_ = want_;
+      ASSIGN_OR_RETURN(std::vector<OpBlockSummary> rows, reader_->opBlocks(run_id_));
+      for (const OpBlockSummary& b : rows) blocks_[b.thread_id].push_back({b.min_start_ns, b.max_end_ns, b.ops});
+    }
+    return Status();
+  }
+
+  // One lane per thread; work items: each thread's part of the window cut into equal time
+  // chunks of about 200k ops (and, for a partial load, the ops enclosing the window's start).
+  void planWork() {
+    TimelineData& d = *data_;
+    for (const ThreadSummary& t : threads_) {
+      Lane lane;
+      lane.kind = LaneKind::kThread;
+      lane.thread_id = t.thread_id;
+      lane.backward_ops = t.backward_op_count;
+      lane.total_ops = t.op_count;
+      lane.title = "thread " + std::to_string(t.thread_id) +
+                   (t.backward_op_count * 2 > t.op_count ? " \xC2\xB7 backward" : " \xC2\xB7 main");
+      auto bl = blocks_.find(t.thread_id);
+      if (bl != blocks_.end()) lane.blocks = std::move(bl->second);
+      const size_t li = d.lanes_.size();
+      d.begin_ns_ = std::min(d.begin_ns_, t.first_start_ns);
+      d.end_ns_ = std::max(d.end_ns_, t.last_end_ns);
+      const int64_t lo = std::max(t.first_start_ns, want_.begin_ns);
+      const int64_t hi = std::min(t.last_end_ns + 1, want_.end_ns);
+      int64_t ops = t.op_count;
+      if (d.partial_) {
+        ops = 0;
+        for (const DensityBlock& b : lane.blocks) {
+          if (b.end_ns >= lo && b.begin_ns < hi) ops += b.ops;
+        }
+      }
+      d.lanes_.push_back(std::move(lane));
+      if (d.partial_ && want_.begin_ns > t.first_start_ns && want_.begin_ns <= t.last_end_ns &&
+          want_.begin_ns < want_.end_ns) {
+        WorkItem it;
+        it.lane = li;
+        it.window = {want_.begin_ns, want_.begin_ns + 1};
+        it.enclosing = true;
+        items_.push_back(std::move(it));
+      }
+      if (lo >= hi) continue;
+      const int64_t chunks = std::max<int64_t>(1, ops / 200000 + (ops > 50000 ? 1 : 0));
+      for (int64_t c = 0; c < chunks; ++c) {
+        WorkItem it;
+        it.lane = li;
+        it.window.begin_ns = c == 0 ? want_.begin_ns : lo + (hi - lo) / chunks * c;
+        it.window.end_ns = c + 1 == chunks ? want_.end_ns : lo + (hi - lo) / chunks * (c + 1);
+        items_.push_back(std::move(it));
       }
     }
-    data->lanes_.push_back(std::move(lane));
-    if (data->partial_ && want.begin_ns > t.first_start_ns && want.begin_ns <= t.last_end_ns &&
-        want.begin_ns < want.end_ns) {
-      // First the ops that started before the window and enclose its start.
-      WorkItem it;
-      it.lane = li;
-      it.window = {want.begin_ns, want.begin_ns + 1};
-      it.enclosing = true;
-      items.push_back(std::move(it));
-    }
-    if (lo >= hi) continue;
-    const int64_t chunks = std::max<int64_t>(1, ops / 200000 + (ops > 50000 ? 1 : 0));
-    for (int64_t c = 0; c < chunks; ++c) {
-      WorkItem it;
-      it.lane = li;
-      it.window.begin_ns = c == 0 ? want.begin_ns : lo + (hi - lo) / chunks * c;
-      it.window.end_ns = c + 1 == chunks ? want.end_ns : lo + (hi - lo) / chunks * (c + 1);
-      items.push_back(std::move(it));
-    }
+    d.host_lanes_ = static_cast<int>(d.lanes_.size());
   }
-  data->host_lanes_ = static_cast<int>(data->lanes_.size());
 
-  int workers = options.workers;
-  if (workers <= 0) workers = static_cast<int>(std::min(4u, std::max(1u, std::thread::hardware_concurrency())));
-  workers = std::max(1, std::min<int>(workers, static_cast<int>(std::max<size_t>(items.size(), 1))));
-  std::vector<LocalStrings> locals(static_cast<size_t>(std::max(workers, 1)));
-  std::atomic<size_t> next{0};
-  auto toSlice = [](const OpSlice& o, LocalStrings& ls) {
+  static Slice toSlice(const OpSlice& o, LocalStrings& ls) {
     Slice s;
     s.start_ns = o.start_ns;
     s.dur_ns = o.dur_ns;
@@ -206,91 +238,107 @@ StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& pa
     s.device_start_ns = o.device_start_ns;
     s.device_dur_ns = o.device_dur_ns;
     s.step = static_cast<int32_t>(o.step);
-    s.name = ls.id(o.name);
-    s.shapes = ls.id(o.input_shapes);
-    s.dtypes = ls.id(o.input_dtypes);
+    s.name = ls.id(o.name_id, o.name);
+    s.shapes = ls.id(o.shapes_id, o.input_shapes);
+    s.dtypes = ls.id(o.dtypes_id, o.input_dtypes);
     s.depth = static_cast<int16_t>(std::clamp<int32_t>(o.depth, 0, 4095));
     s.device = static_cast<int8_t>(std::clamp<int32_t>(o.device, -1, 127));
     s.is_backward = o.is_backward ? 1 : 0;
     s.host_sync = o.host_sync ? 1 : 0;
     return s;
-  };
-  auto work = [&](int w, TraceReader* r) {
-    for (size_t i; (i = next.fetch_add(1)) < items.size();) {
-      WorkItem& it = items[i];
-      it.worker = w;
-      if (!r) {
-        it.status = internalError("no reader");
-        continue;
-      }
-      LocalStrings& ls = locals[static_cast<size_t>(w)];
-      if (it.enclosing) {
-        TimelineQuery q;
-        q.run_id = run_id;
-        q.thread_id = data->lanes_[it.lane].thread_id;
-        q.window = it.window;
-        auto rows = r->timeline(q);
-        if (!rows.isOk()) {
-          it.status = rows.status();
-          continue;
-        }
-        for (const OpSlice& o : rows.value()) {
-          if (o.start_ns < it.window.begin_ns) it.slices.push_back(toSlice(o, ls));
-        }
-        continue;
-      }
-      auto cursor = r->openOpCursor(run_id, data->lanes_[it.lane].thread_id, it.window);
-      if (!cursor.isOk()) {
-        it.status = cursor.status();
-        continue;
-      }
-      OpSlice o;
-      while (cursor->next(&o)) it.slices.push_back(toSlice(o, ls));
-      it.status = cursor->status();
+  }
+
+  // One work item read by worker `w` into its slices (the worker's string indices).
+  void readItem(WorkItem& it, int w, TraceReader* r) {
+    it.worker = w;
+    if (!r) {
+      it.status = internalError("no reader");
+      return;
     }
-  };
-  std::vector<DeviceTaskRow> tasks;
-  std::map<std::pair<int32_t, int32_t>, std::vector<Slice>> streams;  // (device, stream) -> tasks
-  {
-    // Worker 0 reuses the reader opened above; the others open their own connection.
+    LocalStrings& ls = locals_[static_cast<size_t>(w)];
+    const int64_t thread_id = data_->lanes_[it.lane].thread_id;
+    if (it.enclosing) {
+      TimelineQuery q;
+      q.run_id = run_id_;
+      q.thread_id = thread_id;
+      q.window = it.window;
+      auto rows = r->timeline(q);
+      if (!rows.isOk()) {
+        it.status = rows.status();
+        return;
+      }
+      for (const OpSlice& o : rows.value()) {
+        if (o.start_ns < it.window.begin_ns) it.slices.push_back(toSlice(o, ls));
+      }
+      return;
+    }
+    auto cursor = r->openOpCursor(run_id_, thread_id, it.window);
+    if (!cursor.isOk()) {
+      it.status = cursor.status();
+      return;
+    }
+    OpSlice o;
+    while (cursor->next(&o)) it.slices.push_back(toSlice(o, ls));
+    it.status = cursor->status();
+  }
+
+  // The work items, by up to options_.workers readers (worker 0 reuses the summary's reader,
+  // the others open their own connection); then an imported run's device tasks and the damage
+  // the readers met.
+  Status readOps() {
+    int workers = options_.workers;
+    if (workers <= 0) workers = static_cast<int>(std::min(4u, std::max(1u, std::thread::hardware_concurrency())));
+    workers = std::max(1, std::min<int>(workers, static_cast<int>(std::max<size_t>(items_.size(), 1))));
+    locals_.resize(static_cast<size_t>(workers));
+    std::atomic<size_t> next{0};
+    auto work = [&](int w, TraceReader* r) {
+      for (size_t i; (i = next.fetch_add(1)) < items_.size();) readItem(items_[i], w, r);
+    };
     std::vector<std::unique_ptr<TraceReader>> readers(static_cast<size_t>(workers));
-    readers[0] = std::move(reader);
+    readers[0] = std::move(reader_);
     std::vector<std::thread> pool;
     for (int w = 1; w < workers; ++w) {
       pool.emplace_back([&, w] {
-        auto r = TraceReader::open(path);
+        auto r = TraceReader::open(path_);
         if (r.isOk()) readers[static_cast<size_t>(w)] = std::move(r).value();
         work(w, readers[static_cast<size_t>(w)].get());
       });
     }
     work(0, readers[0].get());
     for (auto& t : pool) t.join();
-    for (const WorkItem& it : items) {
+    for (const WorkItem& it : items_) {
       if (!it.status.isOk()) return it.status;
     }
     // The real device tasks of an imported run (of the window, for a partial load).
-    if (run->imported()) {
-      ASSIGN_OR_RETURN(tasks, readers[0]->deviceTasks(run_id, data->partial_ ? want : TimeWindow{}));
+    if (run_.imported()) {
+      ASSIGN_OR_RETURN(tasks_, readers[0]->deviceTasks(run_id_, data_->partial_ ? want_ : TimeWindow{}));
     }
+    std::vector<std::string>& damage = data_->damage_;
     for (const auto& r : readers) {
       if (!r) continue;
       for (const std::string& d : r->damage()) {
-        if (std::find(data->damage_.begin(), data->damage_.end(), d) == data->damage_.end()) data->damage_.push_back(d);
+        if (std::find(damage.begin(), damage.end(), d) == damage.end()) damage.push_back(d);
       }
     }
-    // Merge the workers' strings into one table.
-    std::unordered_map<std::string, uint32_t> global;
-    data->strings_.emplace_back();
-    global.emplace(std::string(), 0);
-    std::vector<std::vector<uint32_t>> remap(locals.size());
-    for (size_t w = 0; w < locals.size(); ++w) {
-      for (const std::string& v : locals[w].values_) {
-        auto [g, fresh] = global.emplace(v, static_cast<uint32_t>(data->strings_.size()));
-        if (fresh) data->strings_.push_back(v);
+    return Status();
+  }
+
+  // The workers' strings into one table, by the file's string ids; the slices renumbered; the
+  // device tasks (whose strings come as text) become slices of their streams.
+  void mergeStrings() {
+    std::vector<std::string>& strings = data_->strings_;
+    std::unordered_map<int64_t, uint32_t> global;
+    strings.emplace_back();
+    std::vector<std::vector<uint32_t>> remap(locals_.size());
+    for (size_t w = 0; w < locals_.size(); ++w) {
+      remap[w].push_back(0);
+      for (size_t i = 1; i < locals_[w].values_.size(); ++i) {
+        auto [g, fresh] = global.emplace(locals_[w].file_ids_[i], static_cast<uint32_t>(strings.size()));
+        if (fresh) strings.push_back(std::move(locals_[w].values_[i]));
         remap[w].push_back(g->second);
       }
     }
-    for (WorkItem& it : items) {
+    for (WorkItem& it : items_) {
       const auto& m = remap[static_cast<size_t>(std::max(it.worker, 0))];
       for (Slice& s : it.slices) {
         s.name = m[s.name];
@@ -298,13 +346,15 @@ StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& pa
         s.dtypes = m[s.dtypes];
       }
     }
-    // Task strings go into the same table.
+    if (tasks_.empty()) return;
+    std::unordered_map<std::string, uint32_t> by_text;
+    for (size_t i = 0; i < strings.size(); ++i) by_text.emplace(strings[i], static_cast<uint32_t>(i));
     auto intern = [&](const std::string& v) -> uint32_t {
-      auto [g, fresh] = global.emplace(v, static_cast<uint32_t>(data->strings_.size()));
-      if (fresh) data->strings_.push_back(v);
+      auto [g, fresh] = by_text.emplace(v, static_cast<uint32_t>(strings.size()));
+      if (fresh) strings.push_back(v);
       return g->second;
     };
-    for (const DeviceTaskRow& t : tasks) {
+    for (const DeviceTaskRow& t : tasks_) {
       Slice s;
       s.start_ns = t.start_ns;
       s.dur_ns = std::max<int64_t>(0, t.dur_ns);
@@ -315,93 +365,125 @@ StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& pa
       s.shapes = t.input_shapes.empty() ? 0 : intern(t.input_shapes);
       s.dtypes = t.type.empty() ? 0 : intern(t.type);
       s.device = static_cast<int8_t>(std::clamp<int32_t>(t.device, -1, 127));
-      streams[{t.device, t.stream}].push_back(s);
+      streams_[{t.device, t.stream}].push_back(s);
     }
   }
 
   // Thread lanes: concatenate the chunks (time order), then a stable counting sort by depth.
-  for (size_t li = 0; li < data->lanes_.size(); ++li) {
-    std::vector<Slice> all;
-    size_t total = 0;
-    for (const WorkItem& it : items) total += it.lane == li ? it.slices.size() : 0;
-    all.reserve(total);
-    for (WorkItem& it : items) {
-      if (it.lane != li) continue;
-      all.insert(all.end(), it.slices.begin(), it.slices.end());
-      std::vector<Slice>().swap(it.slices);
+  void fillThreadLanes() {
+    TimelineData& d = *data_;
+    for (size_t li = 0; li < d.lanes_.size(); ++li) {
+      std::vector<Slice> all;
+      size_t total = 0;
+      for (const WorkItem& it : items_) total += it.lane == li ? it.slices.size() : 0;
+      all.reserve(total);
+      for (WorkItem& it : items_) {
+        if (it.lane != li) continue;
+        all.insert(all.end(), it.slices.begin(), it.slices.end());
+        std::vector<Slice>().swap(it.slices);
+      }
+      fillByDepth(d.lanes_[li], all);
+      d.op_count_ += static_cast<int64_t>(all.size());
     }
-    fillByDepth(data->lanes_[li], all);
-    data->op_count_ += static_cast<int64_t>(all.size());
   }
 
   // The predicted timeline of an npu run: the host lane and each npu's stream, packed greedily
-  // into rows (one row while a stream is serial, as the prediction makes it).
-  Predicted predicted;
-  if (!run->imported()) predicted = data->predict();
-  for (bool comm : {false, true}) {
-    std::vector<std::vector<Slice>>& per_device = comm ? predicted.per_device_comm : predicted.per_device;
-    for (size_t dev = 0; dev < per_device.size(); ++dev) {
-      auto& v = per_device[dev];
-      if (v.empty()) continue;
-      int64_t ignored_begin = kMaxTime;
-      packIntoRows(v, &ignored_begin, &data->end_ns_);  // the modeled stream may run past the host
+  // into rows (one row while a stream is serial, as the prediction makes it), and the index from
+  // host op to its predicted kernel.
+  void addPredictedLanes() {
+    TimelineData& d = *data_;
+    TimelineData::Predicted predicted;
+    if (!run_.imported()) predicted = d.predict();
+    for (bool comm : {false, true}) {
+      std::vector<std::vector<Slice>>& per_device = comm ? predicted.per_device_comm : predicted.per_device;
+      for (size_t dev = 0; dev < per_device.size(); ++dev) {
+        auto& v = per_device[dev];
+        if (v.empty()) continue;
+        int64_t ignored_begin = kMaxTime;
+        packIntoRows(v, &ignored_begin, &d.end_ns_);  // the modeled stream may run past the host
+        Lane lane;
+        lane.kind = LaneKind::kDevice;
+        lane.device = static_cast<int32_t>(dev);
+        lane.title = "npu:" + std::to_string(dev) + (comm ? " comm (predicted)" : " (predicted)");
+        fillByDepth(lane, v);
+        d.lanes_.push_back(std::move(lane));
+      }
+    }
+    if (!predicted.host.empty()) {
       Lane lane;
-      lane.kind = LaneKind::kDevice;
-      lane.device = static_cast<int32_t>(dev);
-      lane.title = "npu:" + std::to_string(dev) + (comm ? " comm (predicted)" : " (predicted)");
-      fillByDepth(lane, v);
-      data->lanes_.push_back(std::move(lane));
+      lane.kind = LaneKind::kDevice;  // device -1: the predicted host
+      lane.title = "host (predicted)";
+      for (const Slice& p : predicted.host) d.end_ns_ = std::max(d.end_ns_, p.end());
+      fillByDepth(lane, predicted.host);
+      d.lanes_.push_back(std::move(lane));
     }
-  }
-  if (!predicted.host.empty()) {
-    Lane lane;
-    lane.kind = LaneKind::kDevice;  // device -1: the predicted host
-    lane.title = "host (predicted)";
-    for (const Slice& p : predicted.host) data->end_ns_ = std::max(data->end_ns_, p.end());
-    fillByDepth(lane, predicted.host);
-    data->lanes_.push_back(std::move(lane));
-  }
-  for (size_t li = static_cast<size_t>(data->host_lanes_); li < data->lanes_.size(); ++li) {
-    const Lane& lane = data->lanes_[li];
-    if (lane.kind != LaneKind::kDevice || lane.device < 0) continue;
-    for (uint32_t i = 0; i < lane.slices.size(); ++i) {
-      data->device_copy_by_op_.push_back({lane.slices[i].id, SliceRef{static_cast<int>(li), i}});
+    for (size_t li = static_cast<size_t>(d.host_lanes_); li < d.lanes_.size(); ++li) {
+      const Lane& lane = d.lanes_[li];
+      if (lane.kind != LaneKind::kDevice || lane.device < 0) continue;
+      for (uint32_t i = 0; i < lane.slices.size(); ++i) {
+        d.device_copy_by_op_.push_back({lane.slices[i].id, SliceRef{static_cast<int>(li), i}});
+      }
     }
+    std::sort(d.device_copy_by_op_.begin(), d.device_copy_by_op_.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
   }
-  std::sort(data->device_copy_by_op_.begin(), data->device_copy_by_op_.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
 
   // Real device streams: one lane each (rows only where tasks of a stream overlap), and the
   // index from launching op to task.
-  for (auto& [key, v] : streams) {
-    packIntoRows(v, &data->begin_ns_, &data->end_ns_);
-    Lane lane;
-    lane.kind = LaneKind::kTasks;
-    lane.device = key.first;
-    lane.stream = key.second;
-    lane.title = "device " + std::to_string(key.first) + " \xC2\xB7 stream " + std::to_string(key.second);
-    fillByDepth(lane, v);
-    const int li = static_cast<int>(data->lanes_.size());
-    for (uint32_t i = 0; i < lane.slices.size(); ++i) {
-      if (lane.slices[i].parent_id >= 0) data->tasks_by_op_.push_back({lane.slices[i].parent_id, SliceRef{li, i}});
+  void addTaskLanes() {
+    TimelineData& d = *data_;
+    for (auto& [key, v] : streams_) {
+      packIntoRows(v, &d.begin_ns_, &d.end_ns_);
+      Lane lane;
+      lane.kind = LaneKind::kTasks;
+      lane.device = key.first;
+      lane.stream = key.second;
+      lane.title = "device " + std::to_string(key.first) + " \xC2\xB7 stream " + std::to_string(key.second);
+      fillByDepth(lane, v);
+      const int li = static_cast<int>(d.lanes_.size());
+      for (uint32_t i = 0; i < lane.slices.size(); ++i) {
+        if (lane.slices[i].parent_id >= 0) d.tasks_by_op_.push_back({lane.slices[i].parent_id, SliceRef{li, i}});
+      }
+      d.lanes_.push_back(std::move(lane));
     }
-    data->lanes_.push_back(std::move(lane));
+    std::sort(d.tasks_by_op_.begin(), d.tasks_by_op_.end(), [&](const auto& a, const auto& b) {
+      if (a.first != b.first) return a.first < b.first;
+      return d.slice(a.second).start_ns < d.slice(b.second).start_ns;
+    });
   }
-  std::sort(data->tasks_by_op_.begin(), data->tasks_by_op_.end(), [&](const auto& a, const auto& b) {
-    if (a.first != b.first) return a.first < b.first;
-    return data->slice(a.second).start_ns < data->slice(b.second).start_ns;
-  });
 
-  for (const StepRow& s : data->steps_) {
-    data->begin_ns_ = std::min(data->begin_ns_, s.start_ns);
-    data->end_ns_ = std::max(data->end_ns_, s.start_ns + s.dur_ns);
+  // The time range covers the steps too; an empty run gets a millisecond from its start.
+  void settleBounds() {
+    TimelineData& d = *data_;
+    for (const StepRow& s : d.steps_) {
+      d.begin_ns_ = std::min(d.begin_ns_, s.start_ns);
+      d.end_ns_ = std::max(d.end_ns_, s.start_ns + s.dur_ns);
+    }
+    if (d.begin_ns_ > d.end_ns_) {
+      d.begin_ns_ = run_.started_ns;
+      d.end_ns_ = run_.started_ns + 1000000;
+    }
+    if (d.end_ns_ <= d.begin_ns_) d.end_ns_ = d.begin_ns_ + 1000;
   }
-  if (data->begin_ns_ > data->end_ns_) {  // an empty run
-    data->begin_ns_ = run->started_ns;
-    data->end_ns_ = run->started_ns + 1000000;
-  }
-  if (data->end_ns_ <= data->begin_ns_) data->end_ns_ = data->begin_ns_ + 1000;
-  return data;
+
+  const std::string& path_;
+  const int64_t run_id_;
+  const LoadOptions& options_;
+  std::unique_ptr<TimelineData> data_;
+  std::unique_ptr<TraceReader> reader_;
+  RunRow run_;
+  std::vector<ThreadSummary> threads_;
+  TimeWindow want_;
+  std::unordered_map<int64_t, std::vector<DensityBlock>> blocks_;
+  std::vector<WorkItem> items_;
+  std::vector<LocalStrings> locals_;
+  std::vector<DeviceTaskRow> tasks_;
+  std::map<std::pair<int32_t, int32_t>, std::vector<Slice>> streams_;  // (device, stream) -> tasks
+};
+
+StatusOr<std::unique_ptr<TimelineData>> TimelineData::load(const std::string& path, int64_t run_id,
+                                                           const LoadOptions& options) {
+  return TimelineLoader(path, run_id, options).load();
 }
 
 SliceRef TimelineData::findById(int64_t id) const {
@@ -592,77 +674,33 @@ uint32_t TimelineData::stringIndex(std::string_view s) const {
 }
 
 OpAggregateTable TimelineData::aggregate(const TimeWindow& window, OpGroupBy group_by, OpSortKey sort) const {
-  struct Group {
-    uint32_t name = 0, shapes = 0;
-    int64_t calls = 0, total = 0, self = 0, min = kMaxTime, max = kMinTime, device = 0, device_calls = 0;
-  };
-  const bool by_shapes = group_by == OpGroupBy::kNameAndShapes;
-  std::unordered_map<uint64_t, size_t> index;
-  std::vector<Group> groups;
-  int64_t selected = 0;
+  // The ops starting in the window, then (as children only) the later ops that start before the
+  // last of those ends: the store's aggregate over the slices held here.
+  OpAggregator agg(group_by == OpGroupBy::kNameAndShapes);
+  int64_t reach = kMinTime;
   for (int li = 0; li < host_lanes_; ++li) {
     const Lane& lane = lanes_[static_cast<size_t>(li)];
     for (int d = 0; d < lane.depthCount(); ++d) {
-      const uint32_t first = lane.lowerBound(d, window.begin_ns);
       const uint32_t last = lane.lowerBound(d, window.end_ns);
-      if (first >= last) continue;
-      const bool has_children = d + 1 < lane.depthCount();
-      // Children of the selected ops: the next depth, walked alongside in start order.
-      uint32_t j = has_children ? lane.lowerBound(d + 1, lane.slices[first].start_ns) : 0;
-      const uint32_t child_end = has_children ? lane.depth_begin[static_cast<size_t>(d) + 2] : 0;
-      for (uint32_t i = first; i < last; ++i) {
+      for (uint32_t i = lane.lowerBound(d, window.begin_ns); i < last; ++i) {
         const Slice& s = lane.slices[i];
-        const uint32_t shapes = by_shapes ? s.shapes : 0;
-        const uint64_t key = (static_cast<uint64_t>(s.name) << 32) | shapes;
-        auto [it, fresh] = index.try_emplace(key, groups.size());
-        if (fresh) {
-          groups.emplace_back();
-          groups.back().name = s.name;
-          groups.back().shapes = shapes;
-        }
-        Group& g = groups[it->second];
-        ++g.calls;
-        ++selected;
-        g.total += s.dur_ns;
-        g.self += s.dur_ns;
-        g.min = std::min(g.min, s.dur_ns);
-        g.max = std::max(g.max, s.dur_ns);
-        if (s.device_dur_ns >= 0) {
-          g.device += s.device_dur_ns;
-          ++g.device_calls;
-        }
-        if (!has_children) continue;
-        while (j < child_end && lane.slices[j].start_ns < s.start_ns) ++j;
-        uint32_t next_j = j;
-        bool next_set = false;
-        for (uint32_t k = j; k < child_end && lane.slices[k].start_ns <= s.end(); ++k) {
-          const Slice& c = lane.slices[k];
-          if (!next_set && c.start_ns >= s.end()) {
-            next_j = k;
-            next_set = true;
-          }
-          if (c.parent_id == s.id) g.self -= c.dur_ns;
-          if (!next_set) next_j = k + 1;
-        }
-        j = next_j;
+        agg.add(s.id, s.parent_id, s.name, s.shapes, s.dur_ns, s.device_dur_ns, true);
+        reach = std::max(reach, s.end());
       }
     }
   }
-
-  OpAggregateTable table;
-  table.op_count = selected;
-  table.group_count = static_cast<int64_t>(groups.size());
-  for (const Group& g : groups) {
-    table.self_sum_ns += g.self;
-    table.total_device_ns += g.device;
+  for (int li = 0; li < host_lanes_ && reach > window.end_ns; ++li) {
+    const Lane& lane = lanes_[static_cast<size_t>(li)];
+    for (int d = 1; d < lane.depthCount(); ++d) {
+      const uint32_t last = lane.lowerBound(d, reach);
+      for (uint32_t i = lane.lowerBound(d, window.end_ns); i < last; ++i) {
+        const Slice& s = lane.slices[i];
+        agg.add(s.id, s.parent_id, s.name, s.shapes, s.dur_ns, s.device_dur_ns, false);
+      }
+    }
   }
-  table.rows.reserve(groups.size());
-  for (const Group& g : groups) {
-    table.rows.push_back(makeOpAggregate(str(g.name), by_shapes ? str(g.shapes) : std::string(), g.calls, g.total,
-                                         g.self, g.min, g.max, g.device, g.device_calls, table.self_sum_ns));
-  }
-  sortOpTable(&table.rows, sort, true);
-  return table;
+  agg.finish();
+  return agg.table([this](int64_t id) { return std::string(str(static_cast<uint32_t>(id))); }, sort, true);
 }
 
 std::vector<SliceRef> TimelineData::search(std::string_view needle) const {

@@ -172,6 +172,7 @@ class TimelineData {
   uint32_t stringIndex(std::string_view s) const;
 
  private:
+  friend class TimelineLoader;  // load()'s phases (timeline_data.cpp)
   TimelineData() = default;
   int64_t run_id_ = 0;
   HostModelParams model_;  // the predicted timeline's parameters for this run (its world size)

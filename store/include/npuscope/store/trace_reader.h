@@ -88,7 +88,8 @@ struct OpBlockSummary {
 };
 
 // One op as a timeline draws it. Strings are views into the reader's string cache and stay
-// valid as long as the reader lives.
+// valid as long as the reader lives; the ids behind them are the file's string ids (the same for
+// every reader of the file), so a consumer can key on them instead of hashing the strings.
 struct OpSlice {
   int64_t id = 0;
   int64_t parent_id = -1;        // -1: top level
@@ -106,6 +107,9 @@ struct OpSlice {
   std::string_view name;
   std::string_view input_shapes;  // "[[2, 3], []]" as the profiler wrote it; empty: not recorded
   std::string_view input_dtypes;  // "float, Scalar"; empty: not recorded
+  int64_t name_id = 0;            // string ids of name, input_shapes, input_dtypes (0: none)
+  int64_t shapes_id = 0;
+  int64_t dtypes_id = 0;
 };
 
 // Which ops a timeline query returns: those of one thread that overlap `window` (ops that began
