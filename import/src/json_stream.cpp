@@ -104,7 +104,287 @@ std::string where(const std::string& path, int64_t offset) {
   return path + ": byte " + std::to_string(offset);
 }
 
+// The decompressed file in one buffer with kPadding spare bytes: each refill keeps the bytes from
+// the unfinished event on (everything before it is dropped) and appends a read; the buffer
+// doubles when an event outgrows it.
+class EventBuffer {
+ public:
+  EventBuffer(gzFile_s* in, const std::string& path, int64_t file_size)
+      : in_(in), path_(path), file_size_(file_size),
+        // Reads of up to 8 MiB, fewer for a small file (a gzip's content is larger than the file:
+        // the buffer grows as an event needs).
+        chunk_(std::clamp<size_t>(static_cast<size_t>(file_size) + 1, 4096, kChunk)),
+        storage_(new char[chunk_ + JsonEventStream::kPadding]),  // not zeroed: only read bytes are scanned
+        capacity_(chunk_) {}
+
+  const char* data() const { return storage_.get(); }
+  size_t filled() const { return filled_; }
+  int64_t base() const { return base_; }  // file offset of data()[0]
+  bool eof() const { return eof_; }
+
+  // Drops the bytes before *event_start (before *pos when no event is open), moving both, and
+  // reads more.
+  Status refill(size_t* pos, int64_t* event_start, const JsonEventStream::ProgressFn& progress) {
+    const size_t keep_from = *event_start >= 0 ? static_cast<size_t>(*event_start) : filled_;
+    if (keep_from > 0) {
+      std::memmove(storage_.get(), storage_.get() + keep_from, filled_ - keep_from);
+      base_ += static_cast<int64_t>(keep_from);
+      filled_ -= keep_from;
+      *pos -= keep_from;
+      if (*event_start >= 0) *event_start = 0;
+    }
+    if (capacity_ - filled_ < chunk_ / 2) RETURN_IF_ERROR(grow());
+    const unsigned room = static_cast<unsigned>(std::min(capacity_ - filled_, size_t{1} << 30));
+    const int n = gzread(in_, storage_.get() + filled_, room);
+    if (n < 0) {
+      int code = 0;
+      const char* msg = gzerror(in_, &code);
+      return invalidArgument(where(path_, base_ + static_cast<int64_t>(filled_)) + ": cannot decompress (" +
+                             (msg ? msg : "zlib error") + ")");
+    }
+    if (n == 0) {
+      int code = 0;
+      gzerror(in_, &code);
+      if (code != Z_OK && code != Z_STREAM_END) {
+        return invalidArgument(where(path_, base_ + static_cast<int64_t>(filled_)) +
+                               ": the gzip stream is truncated (unexpected end of file)");
+      }
+      eof_ = true;
+    }
+    filled_ += static_cast<size_t>(n);
+    std::memset(storage_.get() + filled_, ' ', JsonEventStream::kPadding);
+    if (progress && !progress(static_cast<int64_t>(gzoffset(in_)), file_size_)) {
+      return failedPrecondition(path_ + ": import cancelled");
+    }
+    return Status::ok();
+  }
+
+ private:
+  // An event longer than the reads so far: twice the room (a long event costs its length).
+  Status grow() {
+    if (filled_ >= kMaxEvent) {
+      return invalidArgument(where(path_, base_) + ": an event of more than 256 MB (is this a trace file?)");
+    }
+    const size_t grown = std::max(capacity_ * 2, capacity_ + chunk_);
+    std::unique_ptr<char[]> bigger(new char[grown + JsonEventStream::kPadding]);
+    std::memcpy(bigger.get(), storage_.get(), filled_);
+    storage_ = std::move(bigger);
+    capacity_ = grown;
+    return Status::ok();
+  }
+
+  gzFile_s* in_;
+  const std::string& path_;
+  const int64_t file_size_;
+  const size_t chunk_;
+  std::unique_ptr<char[]> storage_;
+  size_t capacity_;     // bytes of storage before the padding
+  size_t filled_ = 0;   // bytes holding file data
+  int64_t base_ = 0;
+  bool eof_ = false;
+};
+
 }  // namespace
+
+// The scanner: a byte-level state machine over the top-level JSON value, kept across chunks.
+// Outside the events it follows keys at depth 1 (to find "traceEvents") and copies the bytes into
+// the metadata; inside the events array it only tracks strings and brackets, and hands each
+// element out whole.
+class JsonEventStream::Scanner {
+ public:
+  Scanner(JsonEventStream& out, const std::string& path, const EventFn& on_event)
+      : out_(out), path_(path), on_event_(on_event) {}
+
+  // Scans data[pos, end) (base: the file offset of data[0]); on return *pos is where it stopped.
+  Status scan(const char* p, size_t end, int64_t base, size_t* pos) {
+    size_t i = *pos;
+    copy_from_ = i;  // bytes copied into the metadata: from here up to the scan position
+    for (; i < end && !done; ++i) {
+#if defined(__SSE2__)
+      if (event_start >= 0 && !escape_) {
+        i = scanEventBody(p, i, end, depth_, event_depth_, in_string);
+        if (i >= end) break;
+      }
+#endif
+      const char c = p[i];
+      if (in_string) {
+        i = stringByte(p, i, end);
+        continue;
+      }
+      if (event_start >= 0 && !kStructural[static_cast<unsigned char>(c)]) {
+        // Inside an event only brackets and strings matter.
+        size_t k = i + 1;
+        while (k < end && !kStructural[static_cast<unsigned char>(p[k])]) ++k;
+        i = k - 1;
+        continue;
+      }
+      const Status st = structuralByte(p, i, base);
+      if (!st.isOk()) {
+        *pos = i;
+        return st;
+      }
+    }
+    if (started && !out_.bare_array_ && event_depth_ != 2 && !done) keep(p + copy_from_, i - copy_from_);
+    *pos = i;
+    return Status::ok();
+  }
+
+  // The end of the file: whether the value was complete.
+  Status finish(int64_t end_offset) {
+    if (!started) return invalidArgument(path_ + ": empty file (expected a JSON trace)");
+    if (!done || in_string) return invalidArgument(where(path_, end_offset) + ": the JSON ends early (truncated file?)");
+    if (metadata_full_ || out_.metadata_.empty()) out_.metadata_ = "{}";
+    return Status::ok();
+  }
+
+  bool started = false;
+  bool done = false;
+  bool in_string = false;
+  int64_t event_start = -1;  // buffer offset of the event being read, -1: none
+
+ private:
+  // A byte inside a string: returns the last byte consumed (a run of plain content at once).
+  size_t stringByte(const char* p, size_t i, size_t end) {
+    const char c = p[i];
+    if (escape_) {
+      escape_ = false;
+      if (in_key_) key_ += c;
+      return i;
+    }
+    if (c == '\\') {
+      escape_ = true;
+      if (in_key_) key_ += c;
+      return i;
+    }
+    if (c == '"') {
+      in_string = false;
+      in_key_ = false;
+      return i;
+    }
+    if (in_key_) {
+      key_ += c;
+      return i;
+    }
+    size_t k = i + 1;  // run to the closing quote or a backslash
+    while (k < end && !kStringStop[static_cast<unsigned char>(p[k])]) ++k;
+    return k - 1;
+  }
+
+  Status notJson(int64_t offset) const {
+    return invalidArgument(where(path_, offset) + ": not JSON (expected { or [)");
+  }
+
+  // A byte outside strings that is not skipped inside an event.
+  Status structuralByte(const char* p, size_t i, int64_t base) {
+    const char c = p[i];
+    switch (c) {
+      case ' ': case '\n': case '\r': case '\t': case ',':
+        if (c == ',' && depth_ == 1 && !out_.bare_array_) key_pending_ = true;
+        return Status::ok();
+      case '"':
+        if (!started) return notJson(base + static_cast<int64_t>(i));
+        in_string = true;
+        if (depth_ == 1 && !out_.bare_array_ && key_pending_) {
+          in_key_ = true;
+          key_pending_ = false;
+          key_.clear();
+        }
+        return Status::ok();
+      case ':':
+        if (depth_ == 1) after_colon_ = true;
+        return Status::ok();
+      case '{':
+      case '[':
+        open(p, i);
+        return Status::ok();
+      case '}':
+      case ']':
+        if (!started) return notJson(base + static_cast<int64_t>(i));
+        return close(p, i, base);
+      default:
+        if (!started) return notJson(base + static_cast<int64_t>(i));
+        if (depth_ == 1) after_colon_ = false;
+        return Status::ok();
+    }
+  }
+
+  void open(const char* p, size_t i) {
+    const char c = p[i];
+    if (!started) {  // the top-level value: an object, or a bare array of events
+      started = true;
+      if (c == '[') {
+        out_.bare_array_ = true;
+        event_depth_ = 1;
+      } else {
+        key_pending_ = true;
+      }
+      depth_ = 1;
+      if (!out_.bare_array_) keep(p + i, 1);
+      copy_from_ = i + 1;
+      return;
+    }
+    if (depth_ == 1 && after_colon_ && c == '[' && key_ == "traceEvents" && event_depth_ < 0) {
+      // The events array: its elements are handed out; the metadata gets "[]".
+      keep(p + copy_from_, i - copy_from_);
+      keep("[]", 2);
+      event_depth_ = 2;
+      depth_ = 2;
+      after_colon_ = false;
+      return;
+    }
+    after_colon_ = false;
+    ++depth_;
+    if (depth_ == event_depth_ + 1 && c == '{') event_start = static_cast<int64_t>(i);
+  }
+
+  Status close(const char* p, size_t i, int64_t base) {
+    if (event_depth_ >= 0 && depth_ == event_depth_ + 1 && p[i] == '}' && event_start >= 0) {
+      const size_t s = static_cast<size_t>(event_start);
+      // simdjson reads up to 64 bytes past the event: the buffer has them (the rest of the
+      // file or the padding).
+      ++out_.events_;
+      RETURN_IF_ERROR(on_event_(p + s, i + 1 - s, base + static_cast<int64_t>(s)));
+      event_start = -1;
+    }
+    --depth_;
+    if (event_depth_ >= 0 && depth_ < event_depth_) {  // the events array closed
+      if (out_.bare_array_) {
+        done = true;
+        return Status::ok();
+      }
+      event_depth_ = -2;  // no second events array
+      copy_from_ = i + 1;
+    }
+    if (depth_ == 0) {
+      if (!out_.bare_array_) keep(p + copy_from_, i + 1 - copy_from_);
+      copy_from_ = i + 1;
+      done = true;
+    }
+    return Status::ok();
+  }
+
+  void keep(const char* p, size_t n) {
+    if (metadata_full_ || out_.bare_array_) return;
+    if (out_.metadata_.size() + n > kMaxMetadata) {
+      metadata_full_ = true;
+      return;
+    }
+    out_.metadata_.append(p, n);
+  }
+
+  JsonEventStream& out_;
+  const std::string& path_;
+  const EventFn& on_event_;
+  int depth_ = 0;
+  bool escape_ = false;
+  int event_depth_ = -1;      // depth of the array holding the events once inside it, else -1
+  bool key_pending_ = false;  // depth 1 of an object: the next string is a key
+  std::string key_;           // the last key read at depth 1
+  bool in_key_ = false;
+  bool after_colon_ = false;  // depth 1: a value follows
+  bool metadata_full_ = false;
+  size_t copy_from_ = 0;
+};
 
 Status JsonEventStream::run(const std::string& path, const EventFn& on_event, const ProgressFn& progress) {
   struct stat st {};
@@ -115,227 +395,18 @@ Status JsonEventStream::run(const std::string& path, const EventFn& on_event, co
 
   metadata_.clear();
   events_ = 0;
-  // Reads of up to 8 MiB, fewer for a small file (a gzip's content is larger than the file:
-  // the buffer grows as an event needs).
-  const size_t chunk = std::clamp<size_t>(static_cast<size_t>(st.st_size) + 1, 4096, kChunk);
-  std::unique_ptr<char[]> storage(new char[chunk + kPadding]);  // not zeroed: only read bytes are scanned
-  size_t capacity = chunk;  // bytes of storage before the padding
-  char* bufp = storage.get();
-  size_t filled = 0;       // bytes of buf holding file data
-  int64_t base = 0;        // file offset of buf[0]
-  size_t pos = 0;          // scan position in buf
-
-  // Scanner state, kept across chunks.
-  int depth = 0;
-  bool in_string = false, escape = false;
-  bool started = false;
-  int event_depth = -1;    // depth of the array holding the events once inside it, else -1
-  int64_t event_start = -1;  // buf offset of the event being read, -1: none
-  bool key_pending = false;  // depth 1 of an object: the next string is a key
-  std::string key;           // the last key read at depth 1
-  bool in_key = false;
-  bool after_colon = false;  // depth 1: a value follows
-  bool metadata_full = false;
-  bool done = false;
-
-  auto keep = [&](const char* p, size_t n) {
-    if (metadata_full || bare_array_) return;
-    if (metadata_.size() + n > kMaxMetadata) {
-      metadata_full = true;
-      return;
+  EventBuffer buf(in.get(), path, static_cast<int64_t>(st.st_size));
+  Scanner scanner(*this, path, on_event);
+  size_t pos = 0;  // scan position in the buffer
+  while (!scanner.done) {
+    if (pos >= buf.filled() && !buf.eof()) {
+      RETURN_IF_ERROR(buf.refill(&pos, &scanner.event_start, progress));
+    } else {
+      RETURN_IF_ERROR(scanner.scan(buf.data(), buf.filled(), buf.base(), &pos));
     }
-    metadata_.append(p, n);
-  };
-
-  bool eof = false;
-  while (!done) {
-    if (pos >= filled && !eof) {
-      // Keep the unfinished event; drop everything before it.
-      size_t keep_from = event_start >= 0 ? static_cast<size_t>(event_start) : filled;
-      if (keep_from > 0) {
-        std::memmove(bufp, bufp + keep_from, filled - keep_from);
-        base += static_cast<int64_t>(keep_from);
-        filled -= keep_from;
-        pos -= keep_from;
-        if (event_start >= 0) event_start = 0;
-      }
-      if (capacity - filled < chunk / 2) {
-        if (filled >= kMaxEvent) {
-          return invalidArgument(where(path, base) + ": an event of more than 256 MB (is this a trace file?)");
-        }
-        // An event longer than the reads so far: twice the room (a long event costs its length).
-        const size_t grown = std::max(capacity * 2, capacity + chunk);
-        std::unique_ptr<char[]> bigger(new char[grown + kPadding]);
-        std::memcpy(bigger.get(), bufp, filled);
-        storage = std::move(bigger);
-        bufp = storage.get();
-        capacity = grown;
-      }
-      const unsigned room = static_cast<unsigned>(std::min(capacity - filled, size_t{1} << 30));
-      const int n = gzread(in.get(), bufp + filled, room);
-      if (n < 0) {
-        int code = 0;
-        const char* msg = gzerror(in.get(), &code);
-        return invalidArgument(where(path, base + static_cast<int64_t>(filled)) + ": cannot decompress (" +
-                               (msg ? msg : "zlib error") + ")");
-      }
-      if (n == 0) {
-        int code = 0;
-        gzerror(in.get(), &code);
-        if (code != Z_OK && code != Z_STREAM_END) {
-          return invalidArgument(where(path, base + static_cast<int64_t>(filled)) +
-                                 ": the gzip stream is truncated (unexpected end of file)");
-        }
-        eof = true;
-      }
-      filled += static_cast<size_t>(n);
-      std::memset(bufp + filled, ' ', kPadding);
-      if (progress && !progress(static_cast<int64_t>(gzoffset(in.get())), static_cast<int64_t>(st.st_size))) {
-        return failedPrecondition(path + ": import cancelled");
-      }
-      if (eof && pos >= filled) break;
-      continue;
-    }
-    const char* p = bufp;
-    const size_t end = filled;
-    size_t i = pos;
-    // Bytes copied into the metadata: from `copy_from` up to the scan position.
-    size_t copy_from = i;
-    const bool copying = started && event_depth < 0;
-    (void)copying;
-    for (; i < end && !done; ++i) {
-#if defined(__SSE2__)
-      if (event_start >= 0 && !escape) {
-        i = scanEventBody(p, i, end, depth, event_depth, in_string);
-        if (i >= end) break;
-      }
-#endif
-      const char c = p[i];
-      if (in_string) {
-        // Fast path: run to the next quote or backslash.
-        if (escape) {
-          escape = false;
-          if (in_key) key += c;
-          continue;
-        }
-        if (c == '\\') {
-          escape = true;
-          if (in_key) key += c;
-          continue;
-        }
-        if (c == '"') {
-          in_string = false;
-          if (in_key) in_key = false;
-          continue;
-        }
-        if (in_key) {
-          key += c;
-        } else {
-          // Run to the closing quote or a backslash.
-          size_t k = i + 1;
-          while (k < end && !kStringStop[static_cast<unsigned char>(p[k])]) ++k;
-          i = k - 1;
-        }
-        continue;
-      }
-      if (event_start >= 0 && !kStructural[static_cast<unsigned char>(c)]) {
-        // Inside an event only brackets and strings matter.
-        size_t k = i + 1;
-        while (k < end && !kStructural[static_cast<unsigned char>(p[k])]) ++k;
-        i = k - 1;
-        continue;
-      }
-      switch (c) {
-        case ' ': case '\n': case '\r': case '\t': case ',':
-          if (c == ',' && depth == 1 && !bare_array_) key_pending = true;
-          break;
-        case '"':
-          if (!started) return invalidArgument(where(path, base + static_cast<int64_t>(i)) + ": not JSON (expected { or [)");
-          in_string = true;
-          if (depth == 1 && !bare_array_ && key_pending) {
-            in_key = true;
-            key_pending = false;
-            key.clear();
-          }
-          break;
-        case ':':
-          if (depth == 1) after_colon = true;
-          break;
-        case '{':
-        case '[':
-          if (!started) {
-            started = true;
-            if (c == '[') {
-              bare_array_ = true;
-              event_depth = 1;
-            } else {
-              key_pending = true;
-            }
-            depth = 1;
-            if (!bare_array_) keep(p + i, 1);
-            copy_from = i + 1;
-            break;
-          }
-          if (depth == 1 && after_colon && c == '[' && key == "traceEvents" && event_depth < 0) {
-            // The events array: its elements are handed out; the metadata gets "[]".
-            keep(p + copy_from, i - copy_from);
-            keep("[]", 2);
-            event_depth = 2;
-            depth = 2;
-            after_colon = false;
-            break;
-          }
-          after_colon = false;
-          ++depth;
-          if (depth == event_depth + 1 && c == '{') event_start = static_cast<int64_t>(i);
-          break;
-        case '}':
-        case ']':
-          if (!started) return invalidArgument(where(path, base + static_cast<int64_t>(i)) + ": not JSON (expected { or [)");
-          if (event_depth >= 0 && depth == event_depth + 1 && c == '}' && event_start >= 0) {
-            const size_t s = static_cast<size_t>(event_start);
-            const size_t n = i + 1 - s;
-            // simdjson reads up to 64 bytes past the event: the buffer has them (the rest of the
-            // file or the padding).
-            ++events_;
-            RETURN_IF_ERROR(on_event(p + s, n, base + static_cast<int64_t>(s)));
-            event_start = -1;
-          }
-          --depth;
-          if (event_depth >= 0 && depth < event_depth) {
-            // The events array closed.
-            if (bare_array_) {
-              done = true;
-              break;
-            }
-            event_depth = -2;  // no second events array
-            copy_from = i + 1;
-          }
-          if (depth == 0) {
-            if (!bare_array_) keep(p + copy_from, i + 1 - copy_from);
-            copy_from = i + 1;
-            done = true;
-          }
-          break;
-        default:
-          if (!started) return invalidArgument(where(path, base + static_cast<int64_t>(i)) + ": not JSON (expected { or [)");
-          if (depth == 1) after_colon = false;
-          break;
-      }
-    }
-    if (started && !bare_array_ && event_depth != 2 && !done) keep(p + copy_from, i - copy_from);
-    pos = i;
-    if (done) break;
-    if (eof && pos >= filled) break;
+    if (buf.eof() && pos >= buf.filled()) break;
   }
-  if (!started) return invalidArgument(path + ": empty file (expected a JSON trace)");
-  if (!done || in_string) {
-    return invalidArgument(where(path, base + static_cast<int64_t>(filled)) +
-                           ": the JSON ends early (truncated file?)");
-  }
-  if (metadata_full) metadata_ = "{}";
-  if (metadata_.empty()) metadata_ = "{}";
-  return Status::ok();
+  return scanner.finish(buf.base() + static_cast<int64_t>(buf.filled()));
 }
 
 }  // namespace npuscope::import

@@ -31,6 +31,7 @@ class JsonEventStream {
   static constexpr size_t kPadding = 64;
 
  private:
+  class Scanner;  // the byte-level state machine (json_stream.cpp)
   std::string metadata_;
   bool bare_array_ = false;
   int64_t events_ = 0;
