@@ -322,53 +322,215 @@ std::atomic<int> g_stop_signal{0};
 void requestStop(int signal_number) { g_stop_signal.store(signal_number); }
 int stopRequested() { return g_stop_signal.load(); }
 
+namespace {
+
+// The step to resume from: 0 without --resume; a checkpoint trained with another configuration
+// is refused.
+StatusOr<int64_t> resumeStep(const TrainOptions& o) {
+  if (o.resume.empty()) return int64_t{0};
+  ASSIGN_OR_RETURN(nlohmann::json meta, readMeta(o.resume));
+  for (const char* key : {"model", "optimizer", "opt_level", "dataset", "batch_size", "seed"}) {
+    const nlohmann::json now = configJson(o)[key];
+    if (meta.contains(key) && meta[key] != now) {
+      return invalidArgument("--resume " + o.resume + ": the checkpoint was trained with " + key + " " +
+                             meta[key].dump() + ", this run has " + now.dump());
+    }
+  }
+  return meta["step"].get<int64_t>();
+}
+
+// The recording session (none without --db): the file is opened, and refused when it is not a
+// trace file, before any work.
+StatusOr<std::unique_ptr<profiler::RecordingSession>> openRecording(const TrainOptions& o) {
+  if (o.db.empty()) return std::unique_ptr<profiler::RecordingSession>();
+  profiler::SessionOptions so;
+  so.path = o.db;
+  if (!o.schedule.empty()) {
+    auto sch = profiler::Schedule::parse(o.schedule);
+    if (!sch.isOk()) return invalidArgument("--schedule: " + sch.status().message());
+    so.schedule = *sch;
+  }
+  so.run.command = o.resume.empty() ? "train" : "train --resume";
+  so.run.model = o.model;
+  so.run.device = o.device;
+  so.run.opt_level = o.amp.opt_level;
+  so.run.optimizer = o.optimizer;
+  so.run.config_json = configJson(o).dump();
+  if (o.world_size > 1) {
+    so.run.rank = o.rank;
+    so.run.world_size = o.world_size;
+    so.run.job = o.job;
+  }
+  return profiler::RecordingSession::start(so);
+}
+
+// What one training run works with; train() sets it up, the phases below use it.
+struct Training {
+  const TrainOptions& o;
+  c10::Device device;
+  Model& model;
+  const Dataset& train_set;
+  profiler::RecordingSession* session;  // null: not recorded
+  std::shared_ptr<optim::NpuFusedOptimizer> opt;
+  int64_t first_step = 0;
+  int64_t per_epoch = 0;
+  int64_t total = 0;  // steps of the whole training, resumed ones included
+};
+
+// Op dumps attached to the session and started; refused before any step changes the model when
+// the disk cannot hold them.
+Status startDumping(Training& t) {
+  dumper::Dumper& dump = dumper::Dumper::instance();
+  profiler::RecordingSession* s = t.session;
+  if (dump.config().data != dumper::DumpDataKind::kOverflow) {
+    ASSIGN_OR_RETURN(dumper::DumpSizeEstimate size,
+                     sizeDumpedStep(t.model, *t.opt, t.train_set, t.o.batch_size, t.device, s));
+    RETURN_IF_ERROR(dump.checkFreeSpace(size, dump.config().steps.countIn(0, t.total - t.first_step), t.o.db));
+  }
+  dump.attach(s->writer(), [s] { return s->currentStep(); });
+  return dump.start();
+}
+
+// One optimizer step on this rank's share of batch `b` (of the epoch's `order`): forward,
+// scaled backward, gradient averaging across ranks, the amp step; recorded and dumped. An error
+// ends the training.
+Status trainStep(Training& t, const at::Tensor& order, int64_t b, TrainResult* r) {
+  const TrainOptions& o = t.o;
+  const int64_t n = std::min(o.batch_size, t.train_set.size() - b * o.batch_size);
+  // This rank's share of the batch (all of it in one process); a last batch too small to share
+  // evenly loses its remainder.
+  const int64_t share = n / o.world_size;
+  if (share == 0) return Status::ok();
+  at::Tensor idx = order.narrow(0, b * o.batch_size + o.rank * share, share);
+  at::Tensor loss = forwardLoss(t.model, *t.opt, t.train_set.images.index_select(0, idx),
+                                t.train_set.labels.index_select(0, idx), t.device);
+  amp::ScaledLoss scaled = amp::scale_loss(loss, *t.opt);
+  scaled.backward();
+  if (o.average_gradients) {  // data parallel: every rank ends the backward with the mean gradient
+    std::vector<at::Tensor> grads;
+    for (const at::Tensor& p : t.model.parameters()) {
+      if (p.grad().defined()) grads.push_back(p.grad());
+    }
+    o.average_gradients(grads);
+  }
+  amp::StepInfo info;
+  {
+    dumper::Dumper::UpdatePhase update;  // neither forward nor backward (msprobe leaves it out)
+    scaled.finish();
+    info = amp::step(*t.opt);
+    r->final_loss = loss.item<double>();
+  }
+  ++r->steps;
+  r->skipped_steps += info.skipped;
+  r->final_loss_scale = info.next_loss_scale;
+  if (t.session) {
+    profiler::StepMetrics m;
+    m.loss = r->final_loss;
+    m.loss_scale = info.loss_scale;
+    m.overflow = info.overflow;
+    m.skipped = info.skipped;
+    m.lr = t.opt->lr(0);
+    t.session->step(m);
+  }
+  dumper::Dumper& dump = dumper::Dumper::instance();
+  if (o.dump && dump.config().stop_on_error && !dump.flush().isOk()) {
+    const Status why = dump.status();
+    (void)dump.stop();
+    return Status(why.code(), why.message() + " (on_error: stop: training stopped)");
+  }
+  return Status::ok();
+}
+
+// The epochs up to the last step (a resumed run skips the steps done, drawing the same data
+// order); stops at a signal.
+Status trainSteps(Training& t, TrainResult* r, const ProgressFn& progress) {
+  const TrainOptions& o = t.o;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
+  int64_t global = 0;  // steps since the start of training, resumed ones included
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int epoch = 0; epoch < o.epochs && global < t.total; ++epoch) {
+    at::Tensor order = at::randperm(t.train_set.size(), gen, at::kLong);  // drawn for resumed epochs too
+    for (int64_t b = 0; b < t.per_epoch && global < t.total; ++b, ++global) {
+      if (global < t.first_step) continue;
+      if (const int sig = stopRequested(); sig != 0) {
+        if (o.dump) (void)dumper::Dumper::instance().stop();
+        return failedPrecondition(stopReason(sig, std::to_string(r->steps) + " steps"));
+      }
+      RETURN_IF_ERROR(trainStep(t, order, b, r));
+      if (progress) {
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        progress(global + 1, t.total, r->final_loss, s > 0 ? static_cast<double>(r->steps) / s : 0.0);
+      }
+    }
+  }
+  r->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r->samples_per_second = r->seconds > 0 ? static_cast<double>(r->steps * o.batch_size) / r->seconds : 0;
+  return Status::ok();
+}
+
+// Dumping stopped, and what it wrote into the result (an error stops the dump, not the training).
+void stopDumping(TrainResult* r) {
+  dumper::Dumper& dump = dumper::Dumper::instance();
+  const Status stopped = dump.stop();
+  const dumper::DumperCounters c = dump.counters();
+  r->dumped_tensors = c.tensors;
+  r->dumped_bytes = c.payload_bytes;
+  r->dumped_shared_bytes = c.shared_payload_bytes;
+  r->dump_directory = dump.dumpDirectory();
+  if (!stopped.isOk()) r->dump_error = stopped.message();
+  if (!dump.status().isOk()) r->dump_error = dump.status().message();
+}
+
+// The model and optimizer state at --save, with the configuration beside them (for --resume and
+// infer).
+Status saveCheckpoint(const Training& t, const TrainResult& r) {
+  amp::save_checkpoint(t.o.save, t.model, *t.opt);
+  nlohmann::json meta = configJson(t.o);
+  meta["step"] = t.first_step + r.steps;
+  std::ofstream out(metaPath(t.o.save));
+  out << meta.dump(2) << "\n";
+  if (!out) return ioError(metaPath(t.o.save) + ": cannot write the checkpoint's description");
+  return Status::ok();
+}
+
+// The run ended "completed" with its results (a recording that failed before, on a full disk,
+// keeps them beside its reason).
+void endRecording(profiler::RecordingSession& session, TrainResult* r) {
+  r->run_id = session.runId();
+  r->recorded_ops = session.recordedOps();
+  r->dropped_records = session.droppedRecords();
+  nlohmann::json results{{"steps", r->steps},
+                         {"first_step", r->first_step},
+                         {"skipped_steps", r->skipped_steps},
+                         {"final_loss", r->final_loss},
+                         {"final_loss_scale", r->final_loss_scale},
+                         {"test_accuracy", r->test_accuracy},
+                         {"test_top5", r->test_top5},
+                         {"test_samples", r->test_samples},
+                         {"seconds", r->seconds},
+                         {"samples_per_second", r->samples_per_second}};
+  if (!r->dump_error.empty()) results["dump_error"] = r->dump_error;  // dumping stopped, training did not
+  const Status stopped = session.stop("completed", results.dump());
+  if (!stopped.isOk()) r->recording_error = stopped.message();
+}
+
+}  // namespace
+
 StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
   RETURN_IF_ERROR(validate(o));
   ASSIGN_OR_RETURN(c10::Device device, parseDevice(o.device));
   ASSIGN_OR_RETURN(amp::Options amp_options, ampOptions(o.amp));
-  int64_t first_step = 0;
-  if (!o.resume.empty()) {
-    ASSIGN_OR_RETURN(nlohmann::json meta, readMeta(o.resume));
-    for (const char* key : {"model", "optimizer", "opt_level", "dataset", "batch_size", "seed"}) {
-      const nlohmann::json now = configJson(o)[key];
-      if (meta.contains(key) && meta[key] != now) {
-        return invalidArgument("--resume " + o.resume + ": the checkpoint was trained with " + key + " " +
-                               meta[key].dump() + ", this run has " + now.dump());
-      }
-    }
-    first_step = meta["step"].get<int64_t>();
-  }
+  ASSIGN_OR_RETURN(const int64_t first_step, resumeStep(o));
   torch::manual_seed(o.seed);  // before the model: its initial weights come from this seed
   ASSIGN_OR_RETURN(std::shared_ptr<Model> model, makeModel(o.model));
   ASSIGN_OR_RETURN(auto data, loadData(o.dataset, o.data_dir, o.synthetic_size, o.seed));
-  const Dataset& train_set = data.first;
-  const Dataset& test_set = data.second;
-
-  // Recording: the file is opened (and refused when it is not a trace file) before any work.
-  std::unique_ptr<profiler::RecordingSession> session;
-  if (!o.db.empty()) {
-    profiler::SessionOptions so;
-    so.path = o.db;
-    if (!o.schedule.empty()) {
-      auto sch = profiler::Schedule::parse(o.schedule);
-      if (!sch.isOk()) return invalidArgument("--schedule: " + sch.status().message());
-      so.schedule = *sch;
-    }
-    so.run.command = o.resume.empty() ? "train" : "train --resume";
-    so.run.model = o.model;
-    so.run.device = o.device;
-    so.run.opt_level = o.amp.opt_level;
-    so.run.optimizer = o.optimizer;
-    so.run.config_json = configJson(o).dump();
-    if (o.world_size > 1) {
-      so.run.rank = o.rank;
-      so.run.world_size = o.world_size;
-      so.run.job = o.job;
-    }
-    ASSIGN_OR_RETURN(session, profiler::RecordingSession::start(so));
-  }
+  ASSIGN_OR_RETURN(std::unique_ptr<profiler::RecordingSession> session, openRecording(o));
   if (o.dump && !session) return invalidArgument("--no-db: op dumps are stored in the trace file; give --db");
 
+  const int64_t per_epoch = (data.first.size() + o.batch_size - 1) / o.batch_size;
+  int64_t total = per_epoch * o.epochs;
+  if (o.max_steps > 0) total = std::min(total, first_step + o.max_steps);
+  Training t{o, device, *model, data.first, session.get(), nullptr, first_step, per_epoch, total};
   TrainResult r;
   r.first_step = first_step;
   r.opt_level = o.amp.opt_level;
@@ -379,121 +541,30 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
     amp::reset();
     return endRecordingFailed(session.get(), why);
   };
-  const int64_t per_epoch = (train_set.size() + o.batch_size - 1) / o.batch_size;
-  int64_t total = per_epoch * o.epochs;
-  if (o.max_steps > 0) total = std::min(total, first_step + o.max_steps);
   try {
     model->to(device);
-    amp::Initialized amped = amp::initialize(model, optimizerFactory(o), amp_options);
-    std::shared_ptr<optim::NpuFusedOptimizer> opt = amped.optimizer;
-    r.optimizer = opt->name();
-    if (!o.resume.empty()) amp::load_checkpoint(o.resume, *model, *opt);
-    if (session) {
-      profiler::RecordingSession* s = session.get();
+    t.opt = amp::initialize(model, optimizerFactory(o), amp_options).optimizer;
+    r.optimizer = t.opt->name();
+    if (!o.resume.empty()) amp::load_checkpoint(o.resume, *model, *t.opt);
+    if (profiler::RecordingSession* s = session.get()) {
       amp::setOverflowObserver([s](const amp::OverflowEvent& e) { s->overflow(e.source, e.op_name, e.detail); });
     }
     amp::setLogSink([](const std::string& line) { consoleLine(stderr, "npuscope: amp: " + line); });
-
-    dumper::Dumper& dump = dumper::Dumper::instance();
     if (o.dump) {
-      profiler::RecordingSession* s = session.get();
-      // Refused before any step changes the model when the disk cannot hold the dump.
-      if (dump.config().data != dumper::DumpDataKind::kOverflow) {
-        auto size = sizeDumpedStep(*model, *opt, train_set, o.batch_size, device, s);
-        if (!size.isOk()) return abandon(size.status());
-        const Status space = dump.checkFreeSpace(*size, dump.config().steps.countIn(0, total - first_step), o.db);
-        if (!space.isOk()) return abandon(space);
-      }
-      dump.attach(s->writer(), [s] { return s->currentStep(); });
-      const Status started = dump.start();
+      const Status started = startDumping(t);
       if (!started.isOk()) return abandon(started);
     }
-
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
-    int64_t global = 0;  // steps since the start of training, resumed ones included
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int epoch = 0; epoch < o.epochs && global < total; ++epoch) {
-      at::Tensor order = at::randperm(train_set.size(), gen, at::kLong);  // drawn for resumed epochs too
-      for (int64_t b = 0; b < per_epoch && global < total; ++b, ++global) {
-        if (global < first_step) continue;  // resumed: same data order, these were done
-        if (const int sig = stopRequested(); sig != 0) {
-          if (o.dump) (void)dump.stop();
-          return abandon(failedPrecondition(stopReason(sig, std::to_string(r.steps) + " steps")));
-        }
-        const int64_t n = std::min(o.batch_size, train_set.size() - b * o.batch_size);
-        // This rank's share of the batch (all of it in one process); a last batch too small to
-        // share evenly loses its remainder.
-        const int64_t share = n / o.world_size;
-        if (share == 0) continue;
-        at::Tensor idx = order.narrow(0, b * o.batch_size + o.rank * share, share);
-        at::Tensor loss = forwardLoss(*model, *opt, train_set.images.index_select(0, idx),
-                                      train_set.labels.index_select(0, idx), device);
-        amp::ScaledLoss scaled = amp::scale_loss(loss, *opt);
-        scaled.backward();
-        if (o.average_gradients) {  // data parallel: every rank ends the backward with the mean gradient
-          std::vector<at::Tensor> grads;
-          for (const at::Tensor& p : model->parameters()) {
-            if (p.grad().defined()) grads.push_back(p.grad());
-          }
-          o.average_gradients(grads);
-        }
-        amp::StepInfo info;
-        {
-          dumper::Dumper::UpdatePhase update;  // neither forward nor backward (msprobe leaves it out)
-          scaled.finish();
-          info = amp::step(*opt);
-          r.final_loss = loss.item<double>();
-        }
-        ++r.steps;
-        r.skipped_steps += info.skipped;
-        r.final_loss_scale = info.next_loss_scale;
-        if (session) {
-          profiler::StepMetrics m;
-          m.loss = r.final_loss;
-          m.loss_scale = info.loss_scale;
-          m.overflow = info.overflow;
-          m.skipped = info.skipped;
-          m.lr = opt->lr(0);
-          session->step(m);
-        }
-        if (o.dump && dump.config().stop_on_error && !dump.flush().isOk()) {
-          const Status why = dump.status();
-          (void)dump.stop();
-          return abandon(Status(why.code(), why.message() + " (on_error: stop: training stopped)"));
-        }
-        if (progress) {
-          const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          progress(global + 1, total, r.final_loss, s > 0 ? static_cast<double>(r.steps) / s : 0.0);
-        }
-      }
-    }
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    r.samples_per_second = r.seconds > 0 ? static_cast<double>(r.steps * o.batch_size) / r.seconds : 0;
-    if (o.dump) {
-      const Status stopped = dump.stop();
-      const dumper::DumperCounters c = dump.counters();
-      r.dumped_tensors = c.tensors;
-      r.dumped_bytes = c.payload_bytes;
-      r.dumped_shared_bytes = c.shared_payload_bytes;
-      r.dump_directory = dump.dumpDirectory();
-      if (!stopped.isOk()) r.dump_error = stopped.message();
-      if (!dump.status().isOk()) r.dump_error = dump.status().message();
-    }
-    const Accuracy acc = evaluate(*model, test_set, device, 256, nullptr);
+    const Status trained = trainSteps(t, &r, progress);
+    if (!trained.isOk()) return abandon(trained);
+    if (o.dump) stopDumping(&r);
+    const Accuracy acc = evaluate(*model, data.second, device, 256, nullptr);
     if (acc.stopped_by != 0) {
       return abandon(failedPrecondition(stopReason(acc.stopped_by, std::to_string(r.steps) + " steps, in the test pass")));
     }
     r.test_accuracy = acc.top1;
     r.test_top5 = acc.top5;
-    r.test_samples = test_set.size();
-    if (!o.save.empty()) {
-      amp::save_checkpoint(o.save, *model, *opt);
-      nlohmann::json meta = configJson(o);
-      meta["step"] = first_step + r.steps;
-      std::ofstream out(metaPath(o.save));
-      out << meta.dump(2) << "\n";
-      if (!out) return ioError(metaPath(o.save) + ": cannot write the checkpoint's description");
-    }
+    r.test_samples = data.second.size();
+    if (!o.save.empty()) RETURN_IF_ERROR(saveCheckpoint(t, r));
     amp::setOverflowObserver(nullptr);
     amp::setLogSink(nullptr);
     amp::reset();
@@ -505,25 +576,7 @@ StatusOr<TrainResult> train(const TrainOptions& o, const ProgressFn& progress) {
     }
     return abandon(invalidArgument(errorLine(e)));
   }
-  if (session) {
-    r.run_id = session->runId();
-    r.recorded_ops = session->recordedOps();
-    r.dropped_records = session->droppedRecords();
-    nlohmann::json results{{"steps", r.steps},
-                                 {"first_step", r.first_step},
-                                 {"skipped_steps", r.skipped_steps},
-                                 {"final_loss", r.final_loss},
-                                 {"final_loss_scale", r.final_loss_scale},
-                                 {"test_accuracy", r.test_accuracy},
-                                 {"test_top5", r.test_top5},
-                                 {"test_samples", r.test_samples},
-                                 {"seconds", r.seconds},
-                                 {"samples_per_second", r.samples_per_second}};
-    if (!r.dump_error.empty()) results["dump_error"] = r.dump_error;  // dumping stopped, training did not
-    // A recording that failed before (a full disk) keeps these results beside its reason.
-    const Status stopped = session->stop("completed", results.dump());
-    if (!stopped.isOk()) r.recording_error = stopped.message();
-  }
+  if (session) endRecording(*session, &r);
   return r;
 }
 
