@@ -167,64 +167,173 @@ PredictedInput predictedInput(const OpSlice& op) {
   return in;
 }
 
-PredictedStep predictStep(int64_t step, std::vector<PredictedInput> ops, const HostModelParams& p,
-                          std::vector<PredictedOp>* out) {
-  PredictedStep s;
-  s.step = step;
-  if (out) out->clear();
-  // Host order: by measured start, a parent before its children (ids grow in start order).
+namespace {
+
+// A step's ops as a forest: host order (by measured start, a parent before its children: ids
+// grow in start order), each op's children in start order, and the roots.
+struct OpForest {
+  std::vector<std::vector<size_t>> children;
+  std::vector<size_t> roots;
+};
+OpForest buildForest(std::vector<PredictedInput>& ops) {
   std::sort(ops.begin(), ops.end(), [](const PredictedInput& a, const PredictedInput& b) {
     return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.id < b.id;
   });
   std::unordered_map<int64_t, size_t> index;
   index.reserve(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) index.emplace(ops[i].id, i);
-  std::vector<std::vector<size_t>> children(ops.size());
-  std::vector<size_t> roots;
+  OpForest f;
+  f.children.resize(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) {
     auto it = ops[i].parent_id >= 0 ? index.find(ops[i].parent_id) : index.end();
     if (it == index.end()) {
-      roots.push_back(i);
+      f.roots.push_back(i);
     } else if (it->second != i) {
-      children[it->second].push_back(i);  // in start order, as ops are
+      f.children[it->second].push_back(i);  // in start order, as ops are
+    }
+  }
+  return f;
+}
+
+// The host and device clocks of one predicted step: the host spends its costs, launches go to
+// each device's compute and communication streams, syncs wait for the streams to drain.
+class StepClock {
+ public:
+  StepClock(const HostModelParams& p, PredictedStep* s) : p_(p), s_(*s) {}
+
+  int64_t host() const { return host_; }
+
+  // The host's cost of entering an op of `role`.
+  void enter(PredictedRole role) {
+    switch (role) {
+      case PredictedRole::kKernel:
+      case PredictedRole::kCollective:
+      case PredictedRole::kFallback: spend(p_.dispatch_ns), ++s_.host_ops; break;
+      case PredictedRole::kHostOp: spend(p_.composite_ns), ++s_.host_ops; break;
+      case PredictedRole::kAutograd: spend(p_.autograd_node_ns), ++s_.host_ops; break;
+      case PredictedRole::kFree: break;
     }
   }
 
-  int64_t host = 0, launcher = 0;
-  std::vector<int64_t> stream_end;   // per device: when its predicted stream drains
-  std::vector<int64_t> first_start;  // per device: first kernel start
-  std::vector<int64_t> comm_end;     // per device: when its communication stream drains
-  auto drained = [&] {
-    int64_t t = 0;
-    for (int64_t e : stream_end) t = std::max(t, e);
-    for (int64_t e : comm_end) t = std::max(t, e);
-    return t;
-  };
-  auto streams = [&](size_t d) {
-    if (stream_end.size() <= d) stream_end.resize(d + 1, 0), first_start.resize(d + 1, -1), comm_end.resize(d + 1, 0);
-  };
-  auto waitForDevice = [&] {
-    const int64_t t = drained();
-    if (t > host) s.host_wait_ns = saturatingAdd(s.host_wait_ns, t - host), host = t;
-    ++s.syncs;
-  };
-  auto spend = [&](int64_t ns) {
-    host = saturatingAdd(host, ns);
-    s.dispatch_ns = saturatingAdd(s.dispatch_ns, ns);
-  };
-  // Launches one device task: the time it reaches the device.
-  auto launch = [&] {
-    if (p.task_queue) {
-      spend(p.enqueue_ns);
-      launcher = saturatingAdd(std::max(launcher, host), p.launch_ns);
-      return launcher;
+  // Leaving an op: its launch (kernel, collective), its host fallback, its sync; `o` (if any)
+  // gets its device placement.
+  void leave(const PredictedInput& op, PredictedRole role, PredictedOp* o) {
+    if (role == PredictedRole::kKernel) {
+      kernel(op, o);
+    } else if (role == PredictedRole::kCollective) {
+      collective(op, o);
+    } else if (role == PredictedRole::kFallback) {
+      waitForDevice();
+      host_ = saturatingAdd(host_, std::max<int64_t>(0, op.device_dur_ns));
     }
-    spend(p.launch_ns);
-    return host;
-  };
+    if ((op.host_sync || isHostSyncOpName(op.name)) && role != PredictedRole::kFallback) {
+      waitForDevice();
+      spend(p_.sync_ns);
+    }
+  }
 
-  // Explicit stack (op, role, next child, slot in `out`): inputs come from files, so their depth
-  // is not trusted to the call stack.
+  // The step's totals once every op has left.
+  void finish() {
+    s_.host_ns = host_;
+    s_.step_ns = std::max(host_, drained());
+    // Communication still running when the compute streams are done is exposed too.
+    for (size_t d = 0; d < comm_end_.size(); ++d) {
+      const int64_t done = std::max(host_, stream_end_[d]);
+      if (comm_end_[d] > done) s_.comm_wait_ns = saturatingAdd(s_.comm_wait_ns, comm_end_[d] - done);
+    }
+    int64_t first = INT64_MAX;
+    for (size_t d = 0; d < first_start_.size(); ++d) {
+      if (first_start_[d] < 0) continue;
+      ++s_.devices;
+      first = std::min(first, first_start_[d]);
+    }
+    if (s_.devices) {
+      int64_t last = 0;
+      for (int64_t e : stream_end_) last = std::max(last, e);
+      s_.device_span_ns = last - first;
+    }
+  }
+
+ private:
+  void kernel(const PredictedInput& op, PredictedOp* o) {
+    const int64_t dur = saturatingRound(static_cast<double>(op.device_dur_ns) * p_.device_scale);
+    const int64_t launched = launch();
+    const size_t d = streams(op.device);
+    int64_t start = std::max(launched, stream_end_[d]);
+    if (!op.backward && comm_end_[d] > start) {  // outside backward: waits for the collectives
+      s_.comm_wait_ns = saturatingAdd(s_.comm_wait_ns, comm_end_[d] - start);
+      start = comm_end_[d];
+    }
+    stream_end_[d] = saturatingAdd(start, dur);
+    if (first_start_[d] < 0) first_start_[d] = start;
+    s_.device_busy_ns = saturatingAdd(s_.device_busy_ns, dur);
+    ++s_.kernels;
+    if (o) o->device_start_ns = start, o->device_dur_ns = dur;
+  }
+
+  void collective(const PredictedInput& op, PredictedOp* o) {
+    const int64_t dur = collectiveDurationNs(op.name, op.bytes, p_);
+    const int64_t launched = launch();
+    const size_t d = streams(op.device);
+    const int64_t start = std::max({launched, stream_end_[d], comm_end_[d]});
+    comm_end_[d] = saturatingAdd(start, dur);
+    s_.comm_ns = saturatingAdd(s_.comm_ns, dur);
+    ++s_.collectives;
+    if (o) o->device_start_ns = start, o->device_dur_ns = dur;
+  }
+
+  int64_t drained() const {
+    int64_t t = 0;
+    for (int64_t e : stream_end_) t = std::max(t, e);
+    for (int64_t e : comm_end_) t = std::max(t, e);
+    return t;
+  }
+  // The streams of `device`, created on first use; returns its index.
+  size_t streams(int32_t device) {
+    const size_t d = static_cast<size_t>(device);
+    if (stream_end_.size() <= d) stream_end_.resize(d + 1, 0), first_start_.resize(d + 1, -1), comm_end_.resize(d + 1, 0);
+    return d;
+  }
+  void waitForDevice() {
+    const int64_t t = drained();
+    if (t > host_) s_.host_wait_ns = saturatingAdd(s_.host_wait_ns, t - host_), host_ = t;
+    ++s_.syncs;
+  }
+  void spend(int64_t ns) {
+    host_ = saturatingAdd(host_, ns);
+    s_.dispatch_ns = saturatingAdd(s_.dispatch_ns, ns);
+  }
+  // Launches one device task: the time it reaches the device.
+  int64_t launch() {
+    if (p_.task_queue) {
+      spend(p_.enqueue_ns);
+      launcher_ = saturatingAdd(std::max(launcher_, host_), p_.launch_ns);
+      return launcher_;
+    }
+    spend(p_.launch_ns);
+    return host_;
+  }
+
+  const HostModelParams& p_;
+  PredictedStep& s_;
+  int64_t host_ = 0, launcher_ = 0;
+  std::vector<int64_t> stream_end_;   // per device: when its predicted stream drains
+  std::vector<int64_t> first_start_;  // per device: first kernel start
+  std::vector<int64_t> comm_end_;     // per device: when its communication stream drains
+};
+
+}  // namespace
+
+PredictedStep predictStep(int64_t step, std::vector<PredictedInput> ops, const HostModelParams& p,
+                          std::vector<PredictedOp>* out) {
+  PredictedStep s;
+  s.step = step;
+  if (out) out->clear();
+  const OpForest forest = buildForest(ops);
+  StepClock clock(p, &s);
+
+  // Depth first with an explicit stack (op, role, next child, slot in `out`): inputs come from
+  // files, so their depth is not trusted to the call stack.
   struct Frame {
     size_t op;
     PredictedRole role;
@@ -232,100 +341,43 @@ PredictedStep predictStep(int64_t step, std::vector<PredictedInput> ops, const H
     size_t out_slot;
   };
   std::vector<Frame> stack;
-  for (size_t root : roots) {
+  for (size_t root : forest.roots) {
     stack.push_back({root, roleOf(ops[root]), 0, SIZE_MAX});
     bool entered = false;
     while (!stack.empty()) {
       Frame& f = stack.back();
       const PredictedInput& op = ops[f.op];
       if (!entered) {
-        // Enter the op.
         if (out) {
           f.out_slot = out->size();
           PredictedOp o;
           o.id = op.id;
           o.role = f.role;
           o.device = op.device;
-          o.host_start_ns = host;
+          o.host_start_ns = clock.host();
           o.depth = static_cast<int32_t>(stack.size()) - 1;
           out->push_back(o);
         }
-        switch (f.role) {
-          case PredictedRole::kKernel:
-          case PredictedRole::kCollective:
-          case PredictedRole::kFallback: spend(p.dispatch_ns), ++s.host_ops; break;
-          case PredictedRole::kHostOp: spend(p.composite_ns), ++s.host_ops; break;
-          case PredictedRole::kAutograd: spend(p.autograd_node_ns), ++s.host_ops; break;
-          case PredictedRole::kFree: break;
-        }
+        clock.enter(f.role);
       }
       // Children of a kernel or a host fallback are the emulator's own work.
       const bool opaque = f.role == PredictedRole::kKernel || f.role == PredictedRole::kFallback ||
                           f.role == PredictedRole::kCollective;
-      if (!opaque && f.next_child < children[f.op].size()) {
-        const size_t c = children[f.op][f.next_child++];
+      const std::vector<size_t>& children = forest.children[f.op];
+      if (!opaque && f.next_child < children.size()) {
+        const size_t c = children[f.next_child++];
         stack.push_back({c, roleOf(ops[c]), 0, SIZE_MAX});
         entered = false;
         continue;
       }
-      // Leave the op.
       PredictedOp* o = out && f.out_slot != SIZE_MAX ? &(*out)[f.out_slot] : nullptr;
-      if (f.role == PredictedRole::kKernel) {
-        const int64_t dur = saturatingRound(static_cast<double>(op.device_dur_ns) * p.device_scale);
-        const int64_t launched = launch();
-        const size_t d = static_cast<size_t>(op.device);
-        streams(d);
-        int64_t start = std::max(launched, stream_end[d]);
-        if (!op.backward && comm_end[d] > start) {  // outside backward: waits for the collectives
-          s.comm_wait_ns = saturatingAdd(s.comm_wait_ns, comm_end[d] - start);
-          start = comm_end[d];
-        }
-        stream_end[d] = saturatingAdd(start, dur);
-        if (first_start[d] < 0) first_start[d] = start;
-        s.device_busy_ns = saturatingAdd(s.device_busy_ns, dur);
-        ++s.kernels;
-        if (o) o->device_start_ns = start, o->device_dur_ns = dur;
-      } else if (f.role == PredictedRole::kCollective) {
-        const int64_t dur = collectiveDurationNs(op.name, op.bytes, p);
-        const int64_t launched = launch();
-        const size_t d = static_cast<size_t>(op.device);
-        streams(d);
-        const int64_t start = std::max({launched, stream_end[d], comm_end[d]});
-        comm_end[d] = saturatingAdd(start, dur);
-        s.comm_ns = saturatingAdd(s.comm_ns, dur);
-        ++s.collectives;
-        if (o) o->device_start_ns = start, o->device_dur_ns = dur;
-      } else if (f.role == PredictedRole::kFallback) {
-        waitForDevice();
-        host = saturatingAdd(host, std::max<int64_t>(0, op.device_dur_ns));
-      }
-      if ((op.host_sync || isHostSyncOpName(op.name)) && f.role != PredictedRole::kFallback) {
-        waitForDevice();
-        spend(p.sync_ns);
-      }
-      if (o) o->host_end_ns = host;
+      clock.leave(op, f.role, o);
+      if (o) o->host_end_ns = clock.host();
       stack.pop_back();
       entered = true;
     }
   }
-  s.host_ns = host;
-  s.step_ns = std::max(host, drained());
-  // Communication still running when the compute streams are done is exposed too.
-  for (size_t d = 0; d < comm_end.size(); ++d) {
-    const int64_t done = std::max(host, stream_end[d]);
-    if (comm_end[d] > done) s.comm_wait_ns = saturatingAdd(s.comm_wait_ns, comm_end[d] - done);
-  }
-  int64_t first = INT64_MAX;
-  for (size_t d = 0; d < first_start.size(); ++d) {
-    if (first_start[d] < 0) continue;
-    ++s.devices;
-    first = std::min(first, first_start[d]);
-  }
-  if (s.devices) {
-    int64_t last = 0;
-    for (int64_t e : stream_end) last = std::max(last, e);
-    s.device_span_ns = last - first;
-  }
+  clock.finish();
   return s;
 }
 
