@@ -113,26 +113,17 @@ at::Tensor finishResult(OpState& st, const c10::FunctionSchema& schema, const at
   return wrapAsNpu(r, st.device);
 }
 
-}  // namespace
-
-void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& schema, torch::jit::Stack* stack) {
-  const auto& args = schema.arguments();
-  const size_t nargs = args.size();
-  const size_t base = stack->size() - nargs;
-  OpState st;
-  OverflowOpScope overflow_scope;
-  const OpObserver observer = npu::InternalScope::active() ? nullptr : npu::op_observer();
-  if (observer) observer(OpPhase::kBefore, schema, c10::ArrayRef<c10::IValue>(stack->data() + base, nargs));
-
-  // Which device, and is this low-precision math?
+// The op's device (its first npu tensor's; else the current one) and whether this is
+// low-precision math (an fp16/bf16 npu tensor among the arguments of an op that is not a view).
+void findDevice(OpState& st, const c10::FunctionSchema& schema, const c10::IValue* args, size_t nargs) {
   const bool is_view = schemaIsView(schema);
+  auto visit = [&](const at::Tensor& t) {
+    if (!isNpu(t)) return;
+    if (st.device < 0) st.device = deviceIndex(t);
+    if (!is_view && isLowPrecision(t.scalar_type())) st.low_precision = true;
+  };
   for (size_t i = 0; i < nargs; ++i) {
-    const c10::IValue& v = (*stack)[base + i];
-    auto visit = [&](const at::Tensor& t) {
-      if (!isNpu(t)) return;
-      if (st.device < 0) st.device = deviceIndex(t);
-      if (!is_view && isLowPrecision(t.scalar_type())) st.low_precision = true;
-    };
+    const c10::IValue& v = args[i];
     if (v.isTensor()) {
       visit(v.toTensor());
     } else if (v.isTensorList()) {
@@ -143,64 +134,59 @@ void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& sche
     }
   }
   if (st.device < 0) st.device = npu::current_device();
-  DeviceAllocationScope alloc_scope(st.device);
+}
 
-  // Swap npu tensors for CPU stand-ins; rewrite dtype and device arguments.
-  for (size_t i = 0; i < nargs; ++i) {
-    c10::IValue& v = (*stack)[base + i];
-    // libtorch 1.13's batch-norm schemas update running_mean/running_var in training without
-    // marking them (a!): treat them as written, or an fp16 stand-in's update would be dropped.
-    const bool is_write = (args[i].alias_info() && args[i].alias_info()->isWrite()) ||
-                          args[i].name() == "running_mean" || args[i].name() == "running_var";
-    if (v.isTensor()) {
-      const at::Tensor& t = v.toTensor();
-      if (isNpu(t)) {
-        v = prepare(st, t, is_write);
-      } else if (!is_write && t.defined() && t.dim() == 0 && t.scalar_type() == c10::kDouble && t.device().is_cpu() &&
-                 !t.unsafeGetTensorImpl()->is_wrapped_number()) {
-        // A 0-dim CPU double beside npu tensors is a scalar (the device has no fp64): libtorch's
-        // C++ autograd passes Scalars so (MulBackward1: grad * scalar_to_tensor(other)), and
-        // between two 0-dim tensors it would otherwise promote the result to double.
-        at::Tensor w = at::scalar_tensor(t.item<double>(), t.options());
-        w.unsafeGetTensorImpl()->set_wrapped_number(true);
-        v = w;
-      }
-    } else if (v.isTensorList()) {
-      c10::List<at::Tensor> out;
-      for (const at::Tensor& t : v.toTensorList()) out.push_back(prepare(st, t, is_write));
-      v = out;
-    } else if (v.isList() && args[i].type()->kind() == c10::TypeKind::ListType) {
-      const auto& elems = v.toListRef();
-      bool any_tensor = false;
-      for (const auto& e : elems) any_tensor |= e.isTensor();
-      if (any_tensor) {
-        c10::List<c10::optional<at::Tensor>> out;
-        for (const auto& e : elems) {
-          if (e.isTensor()) out.push_back(prepare(st, e.toTensor(), is_write));
-          else out.push_back(c10::nullopt);
-        }
-        v = out;
-      }
-    } else if (v.isInt() && argIsScalarType(args[i])) {
-      const auto s = static_cast<c10::ScalarType>(v.toInt());
-      checkDtypeSupported(s, schema.name().c_str());
-      if (st.low_precision && isLowPrecision(s)) {
-        st.explicit_target = s;
-        v = static_cast<int64_t>(c10::kFloat);
-      } else {
-        st.explicit_target = s;
-      }
-    } else if (v.isDevice() && argIsDevice(args[i]) && v.toDevice().type() == kDeviceType) {
-      v = c10::Device(c10::kCPU);
-    } else if (st.low_precision && v.isBool() && args[i].name() == "half_to_float" && v.toBool()) {
-      v = false;  // the kernel now sees fp32 input; the result stays fp32 as asked
-      st.explicit_target = c10::kFloat;
+// One argument for the CPU kernel: npu tensors swapped for CPU stand-ins (fp32 for
+// low-precision math), dtype and device arguments rewritten.
+void swapArgument(OpState& st, const c10::FunctionSchema& schema, const c10::Argument& arg, c10::IValue& v) {
+  // libtorch 1.13's batch-norm schemas update running_mean/running_var in training without
+  // marking them (a!): treat them as written, or an fp16 stand-in's update would be dropped.
+  const bool is_write = (arg.alias_info() && arg.alias_info()->isWrite()) || arg.name() == "running_mean" ||
+                        arg.name() == "running_var";
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (isNpu(t)) {
+      v = prepare(st, t, is_write);
+    } else if (!is_write && t.defined() && t.dim() == 0 && t.scalar_type() == c10::kDouble && t.device().is_cpu() &&
+               !t.unsafeGetTensorImpl()->is_wrapped_number()) {
+      // A 0-dim CPU double beside npu tensors is a scalar (the device has no fp64): libtorch's
+      // C++ autograd passes Scalars so (MulBackward1: grad * scalar_to_tensor(other)), and
+      // between two 0-dim tensors it would otherwise promote the result to double.
+      at::Tensor w = at::scalar_tensor(t.item<double>(), t.options());
+      w.unsafeGetTensorImpl()->set_wrapped_number(true);
+      v = w;
     }
+  } else if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(prepare(st, t, is_write));
+    v = out;
+  } else if (v.isList() && arg.type()->kind() == c10::TypeKind::ListType) {
+    const auto& elems = v.toListRef();
+    bool any_tensor = false;
+    for (const auto& e : elems) any_tensor |= e.isTensor();
+    if (any_tensor) {
+      c10::List<c10::optional<at::Tensor>> out;
+      for (const auto& e : elems) {
+        if (e.isTensor()) out.push_back(prepare(st, e.toTensor(), is_write));
+        else out.push_back(c10::nullopt);
+      }
+      v = out;
+    }
+  } else if (v.isInt() && argIsScalarType(arg)) {
+    const auto s = static_cast<c10::ScalarType>(v.toInt());
+    checkDtypeSupported(s, schema.name().c_str());
+    st.explicit_target = s;
+    if (st.low_precision && isLowPrecision(s)) v = static_cast<int64_t>(c10::kFloat);
+  } else if (v.isDevice() && argIsDevice(arg) && v.toDevice().type() == kDeviceType) {
+    v = c10::Device(c10::kCPU);
+  } else if (st.low_precision && v.isBool() && arg.name() == "half_to_float" && v.toBool()) {
+    v = false;  // the kernel now sees fp32 input; the result stays fp32 as asked
+    st.explicit_target = c10::kFloat;
   }
+}
 
-  cpu_op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
-
-  // Writes into npu arguments: round fp32 stand-ins back, or carry resizes over.
+// Writes into npu arguments: fp32 stand-ins rounded back, or resizes carried over.
+void writeBack(OpState& st) {
   for (auto& s : st.slots) {
     if (!s.is_write) continue;
     if (s.compute.unsafeGetTensorImpl() != s.alias.unsafeGetTensorImpl()) {
@@ -214,14 +200,15 @@ void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& sche
       checkFloatStatus(s.alias, st.device);
     }
   }
+}
 
+// The CPU results mapped back to the npu world (rounded to the op's floating dtype for
+// low-precision math).
+void finishResults(OpState& st, const c10::FunctionSchema& schema, c10::IValue* results, size_t nret) {
   c10::ScalarType target = st.explicit_target;
   if (st.low_precision && target == c10::ScalarType::Undefined) target = promotedFloatType(schema, st.slots);
-
-  const size_t nret = schema.returns().size();
-  const size_t rbase = stack->size() - nret;
   for (size_t i = 0; i < nret; ++i) {
-    c10::IValue& v = (*stack)[rbase + i];
+    c10::IValue& v = results[i];
     if (v.isTensor()) {
       v = finishResult(st, schema, v.toTensor(), target);
     } else if (v.isTensorList()) {
@@ -230,8 +217,12 @@ void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& sche
       v = out;
     }
   }
+}
+
+// An overflow among the results (rare) reported with what went in, measured on the inputs'
+// stand-ins; then the stand-ins go back to the alias pool.
+void settle(OpState& st) {
   if (overflowPending()) {
-    // An overflow among the results (rare): what went in, measured on the inputs' stand-ins.
     c10::SmallVector<at::Tensor, 8> inputs;
     for (const auto& s : st.slots) {
       if (!s.is_write) inputs.push_back(s.compute);
@@ -242,6 +233,28 @@ void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& sche
     s.compute.reset();
     recycleAlias(std::move(s.alias));
   }
+}
+
+}  // namespace
+
+void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& schema, torch::jit::Stack* stack) {
+  const auto& args = schema.arguments();
+  const size_t nargs = args.size();
+  const size_t base = stack->size() - nargs;
+  OpState st;
+  OverflowOpScope overflow_scope;
+  const OpObserver observer = npu::InternalScope::active() ? nullptr : npu::op_observer();
+  if (observer) observer(OpPhase::kBefore, schema, c10::ArrayRef<c10::IValue>(stack->data() + base, nargs));
+
+  findDevice(st, schema, stack->data() + base, nargs);
+  DeviceAllocationScope alloc_scope(st.device);
+  for (size_t i = 0; i < nargs; ++i) swapArgument(st, schema, args[i], (*stack)[base + i]);
+  cpu_op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  writeBack(st);
+  const size_t nret = schema.returns().size();
+  const size_t rbase = stack->size() - nret;
+  finishResults(st, schema, stack->data() + rbase, nret);
+  settle(st);
   if (observer) observer(OpPhase::kAfter, schema, c10::ArrayRef<c10::IValue>(stack->data() + rbase, nret));
 }
 
