@@ -64,8 +64,17 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setWindowTitle("npuscope");
   setAcceptDrops(true);
   doc_ = new TraceDocument(this);
+  buildRunsDock();
+  buildViews();
+  buildCentral();
+  buildMenus();
+  connectDocument();
+  connectViews();
+  resize(1500, 900);
+}
 
-  // Run list dock.
+// The run list and the selected run's details, docked on the left.
+void MainWindow::buildRunsDock() {
   runs_ = new RunListModel(this);
   run_table_ = new QTableView(this);
   run_table_->setModel(runs_);
@@ -89,8 +98,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
   addDockWidget(Qt::LeftDockWidgetArea, dock);
   resizeDocks({dock}, {420}, Qt::Horizontal);
+}
 
-  // Views.
+// The tabs, one per view.
+void MainWindow::buildViews() {
   tabs_ = new QTabWidget(this);
   timeline_ = new TimelinePanel(doc_, this);
   operators_ = new OperatorsView(doc_, this);
@@ -125,8 +136,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(tabs_, &QTabWidget::currentChanged, this, [this] {
     if (tabs_->currentWidget() == cluster_) loadPendingCluster();
   });
+}
 
-  // Message bar for errors and warnings.
+// The message bar for errors and warnings above the tabs, and the status line.
+void MainWindow::buildCentral() {
   message_bar_ = new QWidget(this);
   message_bar_->setStyleSheet(kErrorStyle);
   message_ = new QLabel(message_bar_);
@@ -151,8 +164,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setCentralWidget(central);
   status_ = new QLabel(tr("Open a trace file (File > Open, or drop it here)."), this);
   statusBar()->addWidget(status_, 1);
+}
 
-  // Menus.
+void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
   const QString filters = tr("Traces (*.db *.sqlite *.json *.gz);;npuscope files (*.db *.sqlite);;"
                              "Kineto / torch.profiler JSON (*.json *.json.gz);;All files (*)");
@@ -187,7 +201,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
                                 "Esc: clear\nCtrl+F: search"));
   });
   rebuildRecentMenu();
+}
 
+// The document's news (runs found, loads started and done, errors) and the run list's selection.
+void MainWindow::connectDocument() {
   connect(doc_, &TraceDocument::errorOccurred, this, &MainWindow::showError);
   connect(doc_, &TraceDocument::runsChanged, this, &MainWindow::onRunsChanged);
   connect(doc_, &TraceDocument::loadStarted, this, [this](qint64 id) {
@@ -215,6 +232,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   });
   connect(run_table_->selectionModel(), &QItemSelectionModel::selectionChanged, this,
           &MainWindow::onRunSelectionChanged);
+}
+
+// A view's selection or activation shown in another view.
+void MainWindow::connectViews() {
   connect(operators_, &OperatorsView::opSelected, this, [this](const QString& name, const QString& shapes, bool by) {
     if (name.isEmpty()) timeline_->view()->clearHighlight();
     else timeline_->view()->setHighlight(name, by ? &shapes : nullptr);
@@ -236,7 +257,6 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     tabs_->setCurrentWidget(timeline_);
     if (!timeline_->openOp(op_id)) showError(tr("op #%1 is not in the loaded part of the timeline").arg(op_id));
   });
-  resize(1500, 900);
 }
 
 MainWindow::~MainWindow() {

@@ -20,6 +20,26 @@ namespace npuscope::gui {
 
 TimelinePanel::TimelinePanel(TraceDocument* doc, QWidget* parent) : QWidget(parent), doc_(doc) {
   view_ = new TimelineView(this);
+  QHBoxLayout* bar = toolBar();  // first: the focus chain follows creation
+  auto* split = new QSplitter(Qt::Vertical, this);
+  split->addWidget(view_);
+  split->addWidget(bottomPane());
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 1);
+  split->setSizes({520, 220});
+
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(0);
+  layout->addLayout(bar);
+  layout->addWidget(split, 1);
+
+  connectView();
+  connectDocument();
+}
+
+// Search with its previous / next buttons and match count, the fit buttons, the keys hint.
+QHBoxLayout* TimelinePanel::toolBar() {
   search_ = new QLineEdit(this);
   search_->setPlaceholderText(tr("Search ops by name (Enter: next)"));
   search_->setClearButtonEnabled(true);
@@ -53,6 +73,23 @@ TimelinePanel::TimelinePanel(TraceDocument* doc, QWidget* parent) : QWidget(pare
   bar->addStretch(1);
   bar->addWidget(hint);
 
+  connect(search_, &QLineEdit::textChanged, this, [this](const QString& t) { search(t); });
+  connect(search_, &QLineEdit::returnPressed, this, &TimelinePanel::nextMatch);
+  connect(next, &QToolButton::clicked, this, &TimelinePanel::nextMatch);
+  connect(prev, &QToolButton::clicked, this, &TimelinePanel::previousMatch);
+  connect(fit, &QToolButton::clicked, view_, &TimelineView::fitAll);
+  connect(fit_step, &QToolButton::clicked, this, [this] {
+    const TimelineData* d = view_->data();
+    if (!d) return;
+    const StepRow* s = view_->selectedSlice().valid() ? d->stepByIndex(d->slice(view_->selectedSlice()).step)
+                                                      : d->stepAt((view_->viewBegin() + view_->viewEnd()) / 2);
+    if (s) view_->fitStep(s->step);
+  });
+  return bar;
+}
+
+// Below the timeline: the clicked slice's details beside the selected range's op table.
+QWidget* TimelinePanel::bottomPane() {
   details_ = new QTextBrowser(this);
   details_->setOpenLinks(false);
   details_->setPlaceholderText(tr("Click a slice to see its details."));
@@ -88,32 +125,11 @@ TimelinePanel::TimelinePanel(TraceDocument* doc, QWidget* parent) : QWidget(pare
   bottom->addWidget(range_box);
   bottom->setStretchFactor(0, 2);
   bottom->setStretchFactor(1, 3);
+  return bottom;
+}
 
-  auto* split = new QSplitter(Qt::Vertical, this);
-  split->addWidget(view_);
-  split->addWidget(bottom);
-  split->setStretchFactor(0, 3);
-  split->setStretchFactor(1, 1);
-  split->setSizes({520, 220});
-
-  auto* layout = new QVBoxLayout(this);
-  layout->setContentsMargins(0, 0, 0, 0);
-  layout->setSpacing(0);
-  layout->addLayout(bar);
-  layout->addWidget(split, 1);
-
-  connect(search_, &QLineEdit::textChanged, this, [this](const QString& t) { search(t); });
-  connect(search_, &QLineEdit::returnPressed, this, &TimelinePanel::nextMatch);
-  connect(next, &QToolButton::clicked, this, &TimelinePanel::nextMatch);
-  connect(prev, &QToolButton::clicked, this, &TimelinePanel::previousMatch);
-  connect(fit, &QToolButton::clicked, view_, &TimelineView::fitAll);
-  connect(fit_step, &QToolButton::clicked, this, [this] {
-    const TimelineData* d = view_->data();
-    if (!d) return;
-    const StepRow* s = view_->selectedSlice().valid() ? d->stepByIndex(d->slice(view_->selectedSlice()).step)
-                                                      : d->stepAt((view_->viewBegin() + view_->viewEnd()) / 2);
-    if (s) view_->fitStep(s->step);
-  });
+// The view's clicks, ranges and links (and Ctrl+F) answered in the panel.
+void TimelinePanel::connectView() {
   auto* find = new QShortcut(QKeySequence::Find, this);
   connect(find, &QShortcut::activated, search_, [this] { search_->setFocus(); search_->selectAll(); });
   connect(view_, &TimelineView::sliceSelected, this, [this](SliceRef r) { details_->setHtml(describe(r)); });
@@ -128,6 +144,10 @@ TimelinePanel::TimelinePanel(TraceDocument* doc, QWidget* parent) : QWidget(pare
     const SliceRef r = d->findById(url.path().toLongLong());
     if (r.valid()) view_->selectSlice(r, true);
   });
+}
+
+// Runs, windows, step times and memory as the document loads them.
+void TimelinePanel::connectDocument() {
   connect(doc_, &TraceDocument::runLoaded, this, &TimelinePanel::onRunLoaded);
   // A newly opened file (or the same one again) frees the old run's data at once.
   connect(doc_, &TraceDocument::fileOpened, this, [this] {

@@ -533,87 +533,103 @@ void TimelineView::paintSteps(QPainter& p) {
 void TimelineView::paintLane(QPainter& p, const Track& t, int y) {
   const Lane& lane = data_->lanes()[static_cast<size_t>(t.lane)];
   const int64_t vb = viewBegin(), ve = viewEnd();
-  const QFontMetrics fm(p.font());
   const bool device = lane.kind != LaneKind::kThread;
   if (lane.kind == LaneKind::kDevice) p.fillRect(QRect(kGutter, y, width() - kGutter, t.height), QColor(0xf6, 0xf3, 0xfb));
   if (lane.kind == LaneKind::kTasks) p.fillRect(QRect(kGutter, y, width() - kGutter, t.height), QColor(0xf1, 0xf7, 0xf2));
   if (!device && !data_->covers(vb, ve)) paintDensity(p, lane, y, t.height);
+  const QFontMetrics fm(p.font());
   for (int d = 0; d < lane.depthCount(); ++d) {
     const int ry = y + 2 + d * kRow;
     if (ry > height() || ry + kRow < tracksTop()) continue;
-    auto [i, last] = lane.visible(d, vb, ve);
-    const auto begin_it = lane.slices.begin();
-    while (i < last) {
-      const Slice& s = lane.slices[i];
-      const double x0 = xAt(s.start_ns), x1 = xAt(s.end());
-      if (x1 - x0 >= 1.0) {
-        const double cx0 = std::max<double>(x0, kGutter), cx1 = std::min<double>(x1, width() + 1);
-        QColor c = sliceColor(data_->str(s.name));
-        if (highlight_on_ && !highlighted(s)) c = QColor::fromHsv(c.hue(), c.saturation() / 4, 238);
-        const QRectF r(cx0, ry, std::max(1.0, cx1 - cx0 - (x1 - x0 > 3 ? 1 : 0)), kRow - 1);
-        p.fillRect(r, c);
-        ++last_rects_;
-        if (r.width() > 36) {
-          p.setPen(highlight_on_ && !highlighted(s) ? kMutedText : kText);
-          const QString name = QString::fromStdString(data_->str(s.name));
-          p.drawText(r.adjusted(3, 0, -2, 0), Qt::AlignVCenter | Qt::AlignLeft,
-                     fm.elidedText(name, Qt::ElideRight, static_cast<int>(r.width()) - 5));
-        }
-        ++i;
-        continue;
-      }
-      // A run of sub-pixel slices: one grey block, advancing a pixel at a time.
-      double bx0 = std::max<double>(x0, kGutter), bx1 = x0 + 1.0;
-      uint32_t j = i + 1;
-      uint32_t merged = 1;
-      while (j < last && bx1 - bx0 < 4.0) {  // blocks of a few pixels, so density shows
-        const int64_t t_next = timeAt(bx1 + 1.0);
-        const uint32_t k = static_cast<uint32_t>(
-            std::lower_bound(begin_it + j, begin_it + last, t_next,
-                             [](const Slice& a, int64_t v) { return a.start_ns < v; }) -
-            begin_it);
-        if (k == j) break;
-        const Slice& tail = lane.slices[k - 1];
-        if (xAt(tail.end()) - xAt(tail.start_ns) >= 1.0) {  // a wide slice: merge up to it
-          if (k - 1 > j) bx1 = std::max(bx1, xAt(lane.slices[k - 2].end()));
-          merged += k - 1 - j;
-          j = k - 1;
-          break;
-        }
-        bx1 = std::max(bx1, xAt(tail.end()));
-        merged += k - j;
-        j = k;
-      }
-      const QColor c = merged == 1 ? sliceColor(data_->str(s.name))
-                                   : densityColor(merged / std::max(1.0, bx1 - bx0));
-      p.fillRect(QRectF(bx0, ry, std::max(1.0, bx1 - bx0), kRow - 1),
-                 highlight_on_ ? QColor(c.red(), c.green(), c.blue(), 70) : c);
-      ++last_rects_;
-      i = j;
-    }
-    // Highlighted ops on top, at least a pixel wide even when merged.
-    if (highlight_on_) {
-      uint32_t k = lane.visible(d, vb, ve).first;
-      while (k < last) {
-        const Slice& s = lane.slices[k];
-        if (!highlighted(s)) {
-          ++k;
-          continue;
-        }
-        const double x0 = std::max<double>(xAt(s.start_ns), kGutter), x1 = xAt(s.end());
-        p.fillRect(QRectF(x0, ry, std::max(2.0, x1 - x0), kRow - 1), QColor(0xf0, 0x8c, 0x00));
-        ++last_rects_;
-        // Next slice that starts a pixel further on.
-        const int64_t t_next = timeAt(std::max(x0, x1) + 1.0);
-        const uint32_t jump = static_cast<uint32_t>(
-            std::lower_bound(begin_it + k + 1, begin_it + last, t_next,
-                             [](const Slice& a, int64_t v) { return a.start_ns < v; }) - begin_it);
-        // Scan the skipped ones only when they are few; otherwise accept the pixel's sample.
-        k = jump;
-      }
-    }
+    paintRow(p, fm, lane, d, ry);
+    if (highlight_on_) paintHighlights(p, lane, d, ry);  // on top, at least a pixel wide even when merged
   }
-  // Selected slice (host op or its device copy).
+  paintSelection(p, t, lane);
+  paintLaneTitle(p, t, lane, y);
+}
+
+// One depth of a lane: slices a pixel or wider as named boxes, runs of narrower ones as blocks.
+void TimelineView::paintRow(QPainter& p, const QFontMetrics& fm, const Lane& lane, int d, int ry) {
+  const int64_t vb = viewBegin(), ve = viewEnd();
+  auto [i, last] = lane.visible(d, vb, ve);
+  const auto begin_it = lane.slices.begin();
+  while (i < last) {
+    const Slice& s = lane.slices[i];
+    const double x0 = xAt(s.start_ns), x1 = xAt(s.end());
+    if (x1 - x0 >= 1.0) {
+      const double cx0 = std::max<double>(x0, kGutter), cx1 = std::min<double>(x1, width() + 1);
+      QColor c = sliceColor(data_->str(s.name));
+      if (highlight_on_ && !highlighted(s)) c = QColor::fromHsv(c.hue(), c.saturation() / 4, 238);
+      const QRectF r(cx0, ry, std::max(1.0, cx1 - cx0 - (x1 - x0 > 3 ? 1 : 0)), kRow - 1);
+      p.fillRect(r, c);
+      ++last_rects_;
+      if (r.width() > 36) {
+        p.setPen(highlight_on_ && !highlighted(s) ? kMutedText : kText);
+        const QString name = QString::fromStdString(data_->str(s.name));
+        p.drawText(r.adjusted(3, 0, -2, 0), Qt::AlignVCenter | Qt::AlignLeft,
+                   fm.elidedText(name, Qt::ElideRight, static_cast<int>(r.width()) - 5));
+      }
+      ++i;
+      continue;
+    }
+    // A run of sub-pixel slices: one grey block, advancing a pixel at a time.
+    double bx0 = std::max<double>(x0, kGutter), bx1 = x0 + 1.0;
+    uint32_t j = i + 1;
+    uint32_t merged = 1;
+    while (j < last && bx1 - bx0 < 4.0) {  // blocks of a few pixels, so density shows
+      const int64_t t_next = timeAt(bx1 + 1.0);
+      const uint32_t k = static_cast<uint32_t>(
+          std::lower_bound(begin_it + j, begin_it + last, t_next,
+                           [](const Slice& a, int64_t v) { return a.start_ns < v; }) -
+          begin_it);
+      if (k == j) break;
+      const Slice& tail = lane.slices[k - 1];
+      if (xAt(tail.end()) - xAt(tail.start_ns) >= 1.0) {  // a wide slice: merge up to it
+        if (k - 1 > j) bx1 = std::max(bx1, xAt(lane.slices[k - 2].end()));
+        merged += k - 1 - j;
+        j = k - 1;
+        break;
+      }
+      bx1 = std::max(bx1, xAt(tail.end()));
+      merged += k - j;
+      j = k;
+    }
+    const QColor c = merged == 1 ? sliceColor(data_->str(s.name))
+                                 : densityColor(merged / std::max(1.0, bx1 - bx0));
+    p.fillRect(QRectF(bx0, ry, std::max(1.0, bx1 - bx0), kRow - 1),
+               highlight_on_ ? QColor(c.red(), c.green(), c.blue(), 70) : c);
+    ++last_rects_;
+    i = j;
+  }
+}
+
+// One depth's highlighted ops, each at least two pixels wide.
+void TimelineView::paintHighlights(QPainter& p, const Lane& lane, int d, int ry) {
+  const int64_t vb = viewBegin(), ve = viewEnd();
+  const auto begin_it = lane.slices.begin();
+  auto [k, last] = lane.visible(d, vb, ve);
+  while (k < last) {
+    const Slice& s = lane.slices[k];
+    if (!highlighted(s)) {
+      ++k;
+      continue;
+    }
+    const double x0 = std::max<double>(xAt(s.start_ns), kGutter), x1 = xAt(s.end());
+    p.fillRect(QRectF(x0, ry, std::max(2.0, x1 - x0), kRow - 1), QColor(0xf0, 0x8c, 0x00));
+    ++last_rects_;
+    // Next slice that starts a pixel further on.
+    const int64_t t_next = timeAt(std::max(x0, x1) + 1.0);
+    const uint32_t jump = static_cast<uint32_t>(
+        std::lower_bound(begin_it + k + 1, begin_it + last, t_next,
+                         [](const Slice& a, int64_t v) { return a.start_ns < v; }) - begin_it);
+    // Scan the skipped ones only when they are few; otherwise accept the pixel's sample.
+    k = jump;
+  }
+}
+
+// The selected slice outlined: the host op, its device copy or tasks, or a task's launching op.
+void TimelineView::paintSelection(QPainter& p, const Track& t, const Lane& lane) {
+  const bool device = lane.kind != LaneKind::kThread;
   auto outline = [&](SliceRef r) {
     if (!r.valid() || r.lane != t.lane) return;
     const QRectF rr = sliceRect(r);
@@ -635,8 +651,10 @@ void TimelineView::paintLane(QPainter& p, const Track& t, int y) {
       outline(data_->launchOf(selected_));
     }
   }
+}
 
-  // Title in the gutter.
+// The lane's title and size in the gutter, and the line under the lane.
+void TimelineView::paintLaneTitle(QPainter& p, const Track& t, const Lane& lane, int y) {
   p.fillRect(QRect(0, y, kGutter - 1, t.height), kGutterBg);
   p.setPen(kText);
   QFont bold = p.font();

@@ -60,6 +60,33 @@ QChart* makeChart(const QString& title) {
 }  // namespace
 
 TrainingView::TrainingView(TraceDocument* doc, QWidget* parent) : QWidget(parent), doc_(doc) {
+  loss_view_ = new ClickChartView(lossChart(), [this](double x) { pick(x); }, this);
+  scale_view_ = new ClickChartView(scaleChart(), [this](double x) { pick(x); }, this);
+  for (QScatterSeries* marks : {overflow_marks_, skipped_marks_, scale_marks_}) {
+    connect(marks, &QScatterSeries::clicked, this, [this](const QPointF& p) { pick(p.x()); });
+  }
+  buildStepTable();
+  QWidget* side = sidePanel();
+
+  auto* charts = new QSplitter(Qt::Vertical, this);
+  charts->addWidget(loss_view_);
+  charts->addWidget(scale_view_);
+  charts->addWidget(step_table_);
+  charts->setSizes({300, 240, 180});
+  auto* split = new QSplitter(Qt::Horizontal, this);
+  split->addWidget(charts);
+  split->addWidget(side);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 2);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(split);
+
+  connect(doc_, &TraceDocument::runLoaded, this, [this] { refresh(); });
+}
+
+// Loss per step, with markers at overflows and skipped steps.
+QChart* TrainingView::lossChart() {
   auto* loss_chart = makeChart(tr("Loss per step"));
   loss_ = new QLineSeries();
   loss_->setName(tr("loss"));
@@ -89,7 +116,11 @@ TrainingView::TrainingView(TraceDocument* doc, QWidget* parent) : QWidget(parent
     s->attachAxis(loss_x_);
     s->attachAxis(loss_y_);
   }
+  return loss_chart;
+}
 
+// The loss scale per step on a log2 axis, with markers at overflows.
+QChart* TrainingView::scaleChart() {
   auto* scale_chart = makeChart(tr("Loss scale per step (log\u2082 axis)"));
   scale_ = new QLineSeries();
   scale_->setName(tr("loss scale"));
@@ -114,13 +145,11 @@ TrainingView::TrainingView(TraceDocument* doc, QWidget* parent) : QWidget(parent
     s->attachAxis(scale_x_);
     s->attachAxis(scale_y_);
   }
+  return scale_chart;
+}
 
-  loss_view_ = new ClickChartView(loss_chart, [this](double x) { pick(x); }, this);
-  scale_view_ = new ClickChartView(scale_chart, [this](double x) { pick(x); }, this);
-  connect(overflow_marks_, &QScatterSeries::clicked, this, [this](const QPointF& p) { pick(p.x()); });
-  connect(skipped_marks_, &QScatterSeries::clicked, this, [this](const QPointF& p) { pick(p.x()); });
-  connect(scale_marks_, &QScatterSeries::clicked, this, [this](const QPointF& p) { pick(p.x()); });
-
+// The steps as a sortable table: a click shows a step, a double click opens it in the timeline.
+void TrainingView::buildStepTable() {
   steps_ = new StepTableModel(this);
   auto* step_proxy = new TableProxy(this);
   step_proxy->setSourceModel(steps_);
@@ -141,7 +170,10 @@ TrainingView::TrainingView(TraceDocument* doc, QWidget* parent) : QWidget(parent
     const StepRow* s = steps_->stepAt(step_proxy->mapToSource(i).row());
     if (s) emit stepActivated(s->step);
   });
+}
 
+// The side panel: the overflow cost, the shown step, its overflow events and dumped tensors.
+QWidget* TrainingView::sidePanel() {
   cost_label_ = new QLabel(this);
   cost_label_->setWordWrap(true);
   cost_label_->setTextFormat(Qt::RichText);
@@ -187,22 +219,7 @@ TrainingView::TrainingView(TraceDocument* doc, QWidget* parent) : QWidget(parent
   sl->addWidget(ov_table, 1);
   sl->addWidget(new QLabel(tr("<b>Dumped tensors</b>"), side));
   sl->addWidget(dump_table, 2);
-
-  auto* charts = new QSplitter(Qt::Vertical, this);
-  charts->addWidget(loss_view_);
-  charts->addWidget(scale_view_);
-  charts->addWidget(step_table_);
-  charts->setSizes({300, 240, 180});
-  auto* split = new QSplitter(Qt::Horizontal, this);
-  split->addWidget(charts);
-  split->addWidget(side);
-  split->setStretchFactor(0, 3);
-  split->setStretchFactor(1, 2);
-  auto* layout = new QVBoxLayout(this);
-  layout->setContentsMargins(0, 0, 0, 0);
-  layout->addWidget(split);
-
-  connect(doc_, &TraceDocument::runLoaded, this, [this] { refresh(); });
+  return side;
 }
 
 void TrainingView::refresh() {

@@ -81,6 +81,13 @@ class MainWindow : public QMainWindow {
   void dropEvent(QDropEvent*) override;
 
  private:
+  // The constructor's parts, in this order.
+  void buildRunsDock();
+  void buildViews();
+  void buildCentral();
+  void buildMenus();
+  void connectDocument();
+  void connectViews();
   void showError(const QString& message);
   void showWarning(const QString& message);  // the message bar, amber
   void warnIfDamaged();  // the open file's damage (TraceDocument::damage()), once per opening

@@ -9,6 +9,7 @@
 
 #include "npuscope/gui/timeline_data.h"
 
+class QHBoxLayout;
 class QLabel;
 class QLineEdit;
 class QTableView;
@@ -49,6 +50,11 @@ class TimelinePanel : public QWidget {
   void dumpActivated(qint64 dump_id);
 
  private:
+  // The constructor's parts.
+  QHBoxLayout* toolBar();
+  QWidget* bottomPane();
+  void connectView();
+  void connectDocument();
   void onRunLoaded(qint64 run_id, bool refreshed);
   void showMatch();
 

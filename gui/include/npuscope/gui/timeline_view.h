@@ -144,6 +144,10 @@ class TimelineView : public QWidget {
   void paintRuler(QPainter& p, int64_t tick);
   void paintSteps(QPainter& p);
   void paintLane(QPainter& p, const Track& t, int y);
+  void paintRow(QPainter& p, const QFontMetrics& fm, const Lane& lane, int d, int ry);
+  void paintHighlights(QPainter& p, const Lane& lane, int d, int ry);
+  void paintSelection(QPainter& p, const Track& t, const Lane& lane);
+  void paintLaneTitle(QPainter& p, const Track& t, const Lane& lane, int y);
   void paintDensity(QPainter& p, const Lane& lane, int y, int height);
   void paintLaunchLinks(QPainter& p);
   void paintMemory(QPainter& p, const Track& t, int y);

@@ -48,6 +48,11 @@ class TrainingView : public QWidget {
   void opActivated(qint64 op_id);
 
  private:
+  // The constructor's parts.
+  QtCharts::QChart* lossChart();
+  QtCharts::QChart* scaleChart();
+  void buildStepTable();
+  QWidget* sidePanel();
   void pick(double x);
 
   TraceDocument* doc_;
