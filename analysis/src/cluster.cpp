@@ -302,9 +302,12 @@ void findSlowRank(Report& rep, double threshold) {
 
 }  // namespace
 
-StatusOr<Report> analyze(const std::vector<std::string>& paths, const std::string& job, double threshold) {
-  std::vector<std::string> files;
-  std::set<std::string> from_folder;  // found in a folder: one that cannot be read is left out, said so
+namespace {
+
+// The trace files: those given, and the *.db files of the folders given (`from_folder`: those,
+// which are left out with a note when they cannot be read).
+Status listTraceFiles(const std::vector<std::string>& paths, std::vector<std::string>* files,
+                      std::set<std::string>* from_folder) {
   for (const std::string& p : paths) {
     if (isDir(p)) {
       DIR* d = ::opendir(p.c_str());
@@ -317,20 +320,26 @@ StatusOr<Report> analyze(const std::vector<std::string>& paths, const std::strin
       ::closedir(d);
       std::sort(in.begin(), in.end());
       if (in.empty()) return invalidArgument(p + ": no trace files (*.db) in the folder");
-      from_folder.insert(in.begin(), in.end());
-      files.insert(files.end(), in.begin(), in.end());
+      from_folder->insert(in.begin(), in.end());
+      files->insert(files->end(), in.begin(), in.end());
     } else if (isFile(p)) {
-      files.push_back(p);
+      files->push_back(p);
     } else {
       return invalidArgument(p + ": no such trace file or folder");
     }
   }
-  struct Candidate {
-    std::string path;
-    RunRow run;
-  };
+  return Status::ok();
+}
+
+struct Candidate {
+  std::string path;
+  RunRow run;
+};
+
+// Every run that knows its rank, in every file.
+StatusOr<std::vector<Candidate>> rankedRuns(const std::vector<std::string>& files,
+                                            const std::set<std::string>& from_folder, Report* rep) {
   std::vector<Candidate> cands;
-  Report rep;
   for (const std::string& f : files) {
     auto opened = TraceReader::open(f);
     StatusOr<std::vector<RunRow>> listed = opened.isOk() ? (*opened)->runs() : StatusOr<std::vector<RunRow>>(opened.status());
@@ -338,20 +347,24 @@ StatusOr<Report> analyze(const std::vector<std::string>& paths, const std::strin
       if (!from_folder.count(f)) return listed.status();
       std::string m = listed.status().message();
       if (m.rfind(f, 0) != 0) m = f + ": " + m;
-      rep.notes.push_back(m + "; left out");
+      rep->notes.push_back(m + "; left out");
       continue;
     }
-    const std::vector<RunRow>& runs = *listed;
     bool any = false;
-    for (const RunRow& r : runs) {
+    for (const RunRow& r : *listed) {
       if (r.rank < 0) continue;
       cands.push_back({f, r});
       any = true;
     }
-    if (!any) rep.notes.push_back(f + ": no run knows its rank (not a rank of a job); left out");
+    if (!any) rep->notes.push_back(f + ": no run knows its rank (not a rank of a job); left out");
   }
   if (cands.empty()) return invalidArgument("no run of a multi-rank job in " + std::to_string(files.size()) + " file(s): a job's runs record their rank (npuscope.profile inside torch.distributed, or an imported rank)");
-  // The job: the one asked for, else the newest run's.
+  return cands;
+}
+
+// The job (the one asked for, else the newest run's) and the newest run of each of its ranks.
+StatusOr<std::map<int64_t, Candidate>> pickJob(const std::vector<Candidate>& cands, const std::string& job,
+                                               Report* rep) {
   std::string chosen = job;
   if (chosen.empty()) {
     const Candidate* newest = &cands.front();
@@ -361,7 +374,7 @@ StatusOr<Report> analyze(const std::vector<std::string>& paths, const std::strin
     chosen = newest->run.job;
   }
   std::set<std::string> others;
-  std::map<int64_t, Candidate> by_rank;  // the newest run of each rank in the job
+  std::map<int64_t, Candidate> by_rank;
   for (const Candidate& c : cands) {
     if (c.run.job != chosen) {
       others.insert(c.run.job.empty() ? "(none)" : c.run.job);
@@ -371,59 +384,85 @@ StatusOr<Report> analyze(const std::vector<std::string>& paths, const std::strin
     if (it == by_rank.end() || c.run.wall_start_ns > it->second.run.wall_start_ns) by_rank[c.run.rank] = c;
   }
   if (by_rank.empty()) return invalidArgument("job " + job + ": no run of it in the files given");
-  for (const std::string& o : others) rep.notes.push_back("runs of job " + o + " left out (use --job to pick it)");
-  rep.job = chosen;
-  for (auto& [rank, c] : by_rank) {
-    ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader, TraceReader::open(c.path));
-    Rank r;
-    r.rank = rank;
-    r.path = c.path;
-    r.run = c.run;
-    ASSIGN_OR_RETURN(std::vector<StepActivity> acts, readSteps(*reader, c.run, &r.step_self_ns));
-    for (StepActivity& a : acts) {
-      r.steps.push_back(breakdown(a));
-      a.computing = unite(std::move(a.computing));
-      a.communication = unite(std::move(a.communication));
-    }
-    r.activity = std::move(acts);
-    r.collective_rows = collectiveRows(*reader, c.run);
-    r.wall_offset_ns = c.run.wall_start_ns - c.run.started_ns;
-    if (c.run.status != "completed") rep.notes.push_back(c.path + ": rank " + std::to_string(rank) + "'s run is " + c.run.status);
-    for (const std::string& d : reader->damage()) {
-      const std::string note = c.path + " (rank " + std::to_string(rank) + "'s) is damaged: " + d;
-      if (std::find(rep.notes.begin(), rep.notes.end(), note) == rep.notes.end()) rep.notes.push_back(note);
-    }
-    rep.ranks.push_back(std::move(r));
+  for (const std::string& o : others) rep->notes.push_back("runs of job " + o + " left out (use --job to pick it)");
+  rep->job = chosen;
+  return by_rank;
+}
+
+// One rank's steps, activity, self times and collectives; its run's state and damage as notes.
+StatusOr<Rank> readRank(int64_t rank, const Candidate& c, Report* rep) {
+  ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader, TraceReader::open(c.path));
+  Rank r;
+  r.rank = rank;
+  r.path = c.path;
+  r.run = c.run;
+  ASSIGN_OR_RETURN(std::vector<StepActivity> acts, readSteps(*reader, c.run, &r.step_self_ns));
+  for (StepActivity& a : acts) {
+    r.steps.push_back(breakdown(a));
+    a.computing = unite(std::move(a.computing));
+    a.communication = unite(std::move(a.communication));
   }
-  const int64_t world = rep.ranks.front().run.world_size;
-  if (world > 0 && static_cast<int64_t>(rep.ranks.size()) < world) {
-    std::string missing;
-    int64_t listed = 0;
-    for (int64_t k = 0; k < world && listed < 16; ++k) {  // a corrupt world size is not walked
-      if (by_rank.count(k)) continue;
-      missing += (missing.empty() ? "" : ", ") + std::to_string(k);
-      ++listed;
-    }
-    if (world - static_cast<int64_t>(rep.ranks.size()) > listed) missing += ", ...";
-    rep.notes.push_back("ranks missing of a world of " + std::to_string(world) + ": " + missing);
+  r.activity = std::move(acts);
+  r.collective_rows = collectiveRows(*reader, c.run);
+  r.wall_offset_ns = c.run.wall_start_ns - c.run.started_ns;
+  if (c.run.status != "completed") rep->notes.push_back(c.path + ": rank " + std::to_string(rank) + "'s run is " + c.run.status);
+  for (const std::string& d : reader->damage()) {
+    const std::string note = c.path + " (rank " + std::to_string(rank) + "'s) is damaged: " + d;
+    if (std::find(rep->notes.begin(), rep->notes.end(), note) == rep->notes.end()) rep->notes.push_back(note);
   }
-  // Steps every rank has.
+  return r;
+}
+
+// A note naming the ranks of the world that no file holds (at most 16 of them).
+void noteMissingRanks(const std::map<int64_t, Candidate>& by_rank, Report* rep) {
+  const int64_t world = rep->ranks.front().run.world_size;
+  if (world <= 0 || static_cast<int64_t>(rep->ranks.size()) >= world) return;
+  std::string missing;
+  int64_t listed = 0;
+  for (int64_t k = 0; k < world && listed < 16; ++k) {  // a corrupt world size is not walked
+    if (by_rank.count(k)) continue;
+    missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+    ++listed;
+  }
+  if (world - static_cast<int64_t>(rep->ranks.size()) > listed) missing += ", ...";
+  rep->notes.push_back("ranks missing of a world of " + std::to_string(world) + ": " + missing);
+}
+
+// The steps every rank has; the last arrival of every collective, then each rank's
+// communication with its waits.
+void compareRanks(Report* rep) {
   std::map<int64_t, size_t> seen;
-  for (const Rank& r : rep.ranks) {
+  for (const Rank& r : rep->ranks) {
     for (const StepBreakdown& b : r.steps) ++seen[b.step];
   }
   for (const auto& [s, n] : seen) {
-    if (n == rep.ranks.size()) rep.common_steps.push_back(s);
+    if (n == rep->ranks.size()) rep->common_steps.push_back(s);
   }
-  // The last arrival of every collective, then each rank's communication with its waits.
-  for (size_t k = 0; k < rep.ranks.size(); ++k) {
-    for (const CollectiveRow& c : rep.ranks[k].collective_rows) {
-      const int64_t wall = c.start_ns + rep.ranks[k].wall_offset_ns;
-      auto [it, fresh] = rep.last_arrival.try_emplace({c.group, c.seq}, LastArrival{wall, static_cast<int>(k)});
+  for (size_t k = 0; k < rep->ranks.size(); ++k) {
+    for (const CollectiveRow& c : rep->ranks[k].collective_rows) {
+      const int64_t wall = c.start_ns + rep->ranks[k].wall_offset_ns;
+      auto [it, fresh] = rep->last_arrival.try_emplace({c.group, c.seq}, LastArrival{wall, static_cast<int>(k)});
       if (!fresh && wall > it->second.wall_ns) it->second = {wall, static_cast<int>(k)};
     }
   }
-  for (size_t k = 0; k < rep.ranks.size(); ++k) rep.ranks[k].collectives = collectiveStats(rep, k);
+  for (size_t k = 0; k < rep->ranks.size(); ++k) rep->ranks[k].collectives = collectiveStats(*rep, k);
+}
+
+}  // namespace
+
+StatusOr<Report> analyze(const std::vector<std::string>& paths, const std::string& job, double threshold) {
+  std::vector<std::string> files;
+  std::set<std::string> from_folder;
+  RETURN_IF_ERROR(listTraceFiles(paths, &files, &from_folder));
+  Report rep;
+  ASSIGN_OR_RETURN(std::vector<Candidate> cands, rankedRuns(files, from_folder, &rep));
+  ASSIGN_OR_RETURN(auto by_rank, pickJob(cands, job, &rep));
+  for (const auto& [rank, c] : by_rank) {
+    ASSIGN_OR_RETURN(Rank r, readRank(rank, c, &rep));
+    rep.ranks.push_back(std::move(r));
+  }
+  noteMissingRanks(by_rank, &rep);
+  compareRanks(&rep);
   findSlowRank(rep, threshold);
   return rep;
 }
