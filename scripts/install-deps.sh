@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Installs every Debian package npuscope needs. Idempotent: packages already present are left
+# Installs the Debian packages npuscope needs. Idempotent: packages already present are left
 # alone, and apt-get is not called at all when nothing is missing.
+#   scripts/install-deps.sh          everything: the main job's set and the test set
+#   scripts/install-deps.sh --main   the main job's set: what building and running the npuscope
+#                                    executable needs (scripts/main-job.sh)
 set -euo pipefail
 
 # package                 why
-PACKAGES=(
+MAIN_PACKAGES=(
   build-essential         # g++ 12, the C++17 compiler
   cmake                   # build system (3.25 on Debian 12)
   ninja-build             # fast parallel builds on 2 cores
@@ -17,9 +20,6 @@ PACKAGES=(
   libsqlite3-dev          # the trace store
   libprotobuf-dev         # Ascend DumpData headers for dump files
   protobuf-compiler       # protoc: generates the C++ of dumper/proto/*.proto, decodes dumps in tests
-  libgtest-dev            # GoogleTest for the unit tests
-  libgmock-dev            # GoogleMock (comes with GoogleTest's CMake package)
-  libbenchmark-dev        # Google Benchmark for benchmarks/
   libcli11-dev            # command-line parsing of the npuscope CLI
   nlohmann-json3-dev      # acl.json and chrome-trace JSON
   libzstd-dev             # compression of tensor dumps
@@ -27,6 +27,11 @@ PACKAGES=(
   zlib1g-dev              # gzip: IDX files of Fashion-MNIST, imported *.json.gz traces
   libsimdjson-dev         # npuscope import: chrome-trace JSON parsed in chunks
   dataset-fashion-mnist   # the real training data, read in place under /usr/share/datasets
+)
+TEST_PACKAGES=(
+  libgtest-dev            # GoogleTest for the unit tests
+  libgmock-dev            # GoogleMock (comes with GoogleTest's CMake package)
+  libbenchmark-dev        # Google Benchmark for benchmarks/
   qtbase5-dev             # the Qt5 Widgets GUI
   libqt5charts5-dev       # loss / loss-scale plots in the GUI
   xvfb                    # GUI screenshots under a virtual X server
@@ -38,6 +43,12 @@ PACKAGES=(
   clang-14                # scripts/fuzz.sh: the fuzz targets are built with clang
   libfuzzer-14-dev        # libFuzzer for scripts/fuzz.sh
 )
+
+case "${1:-}" in
+  --main) PACKAGES=("${MAIN_PACKAGES[@]}") ;;
+  "") PACKAGES=("${MAIN_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  *) echo "install-deps: unknown option '$1' (expected --main or nothing)" >&2; exit 2 ;;
+esac
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is missing, builds everything, runs CTest.
+# The whole test suite: installs what is missing, builds everything, runs CTest. (The options
+# are given because the main job turns them off in the same build folder.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-bash scripts/build.sh
+bash scripts/build.sh -DNPUSCOPE_BUILD_TESTS=ON -DNPUSCOPE_BUILD_GUI=ON -DNPUSCOPE_BUILD_PYTHON=ON \
+  -DNPUSCOPE_BUILD_BENCHMARKS=ON
 BUILD_DIR=${NPUSCOPE_BUILD_DIR:-build}
 export QT_QPA_PLATFORM=offscreen
 # CTest runs two test processes at a time, each with an OpenMP team as wide as the machine. By

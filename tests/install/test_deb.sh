@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds the .deb (cpack -G DEB) into a temporary folder and checks what apt-get would act on:
+# its dependencies are Debian package names (the libraries' packages as dpkg-shlibdeps names them,
+# python3-torch, OpenBLAS's OpenMP build), its files are the CLI, the GUI, the Python package, the
+# docs and the desktop entry under /usr, and the unpacked tree runs (`npuscope --version`,
+# `import npuscope`) with nothing of the build tree in reach. Usage: test_deb.sh BUILD_DIR
+set -euo pipefail
+build=$(cd "$1" && pwd)
+out=$(mktemp -d /tmp/npuscope_deb.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+fail() { echo "test_deb: $*" >&2; exit 1; }
+
+(cd "$build" && cpack -G DEB -B "$out" > "$out/cpack.log" 2>&1) || { cat "$out/cpack.log"; fail "cpack -G DEB failed"; }
+deb=$(ls "$out"/npuscope_*.deb 2>/dev/null | head -1)
+[ -n "$deb" ] || fail "no npuscope_*.deb in $out"
+depends=$(dpkg-deb -f "$deb" Depends)
+for p in libtorch1.13 python3-torch libopenblas0-openmp libsqlite3-0 libzstd1 libqt5widgets5 libqt5charts5 \
+         libprotobuf32 libsimdjson14; do
+  echo "$depends" | tr ',' '\n' | grep -q "^ *$p\b" || fail "Depends lacks $p: $depends"
+done
+files=$(dpkg-deb -c "$deb" | awk '{print $6}')
+for f in ./usr/bin/npuscope ./usr/bin/npuscope-gui ./usr/lib/libnpuscope_device.so \
+         ./usr/share/applications/npuscope.desktop ./usr/share/doc/npuscope/README.md; do
+  echo "$files" | grep -qx "$f" || fail "$f is not in the package"
+done
+echo "$files" | grep -q '^./usr/lib/python3[^/]*/dist-packages/npuscope/_C.*\.so$' || fail "npuscope._C is not in the package"
+size=$(dpkg-deb -f "$deb" Installed-Size)
+[ "$size" -lt 50000 ] || fail "installed size $size KiB: are the binaries stripped?"
+
+root="$out/root"
+dpkg-deb -x "$deb" "$root"
+env -i PATH=/usr/bin:/bin HOME="$out" "$root/usr/bin/npuscope" --version | grep -q "^npuscope " ||
+  fail "the packaged npuscope does not run"
+py_dir=$(ls -d "$root"/usr/lib/python3*/dist-packages)
+got=$(cd "$out" && env -i PATH=/usr/bin:/bin HOME="$out" /usr/bin/python3 -c "
+import site; site.addsitedir('$py_dir')
+import npuscope, torch
+print(npuscope.__file__, (torch.ones(2).to('npu:0') + 1).cpu().tolist())") || fail "import npuscope from the package"
+echo "$got" | grep -q "^$py_dir/npuscope/__init__.py \[2.0, 2.0\]$" || fail "the packaged npuscope: $got"
+echo "test_deb: $(basename "$deb"), $size KiB installed; Depends: $depends"
