@@ -26,4 +26,7 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_BINARY_DIR}/device)
 # libblas.so.3, which must be OpenBLAS's OpenMP build (scripts/install-deps.sh explains).
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "python3 (>= 3.11), python3-torch (>= 1.13), libopenblas0-openmp")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "dataset-fashion-mnist, python3-torchvision")
+# Python's byte-code beside the modules goes with the package (py3clean, as Debian's own do).
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${CMAKE_CURRENT_LIST_DIR}/deb/prerm)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 include(CPack)

@@ -24,6 +24,7 @@ for f in ./usr/bin/npuscope ./usr/bin/npuscope-gui ./usr/lib/libnpuscope_device.
   echo "$files" | grep -qx "$f" || fail "$f is not in the package"
 done
 echo "$files" | grep -q '^./usr/lib/python3[^/]*/dist-packages/npuscope/_C.*\.so$' || fail "npuscope._C is not in the package"
+dpkg-deb -I "$deb" prerm 2>/dev/null | grep -q "py3clean -p npuscope" || fail "no prerm removing the Python byte-code"
 size=$(dpkg-deb -f "$deb" Installed-Size)
 [ "$size" -lt 50000 ] || fail "installed size $size KiB: are the binaries stripped?"
 
