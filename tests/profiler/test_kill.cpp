@@ -1,6 +1,6 @@
 // Kill test: a child records a long run and is killed with SIGKILL at random moments. Every file
 // must pass PRAGMA integrity_check, and every step that ended more than 1 s before the kill must
-// be there with all its ops.
+// be there with all its ops. The kills come 1.5-3.5 s after the child's first step.
 #include <sqlite3.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <map>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -44,11 +46,30 @@ TEST(KillTest, CommittedStepsSurviveSigkill) {
     }
     close(fds[1]);
     std::string out;
+    std::mutex out_mu;
+    std::condition_variable first_step;
+    bool eof = false;
     std::thread reader([&] {
       char buf[4096];
       ssize_t n;
-      while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+      while ((n = read(fds[0], buf, sizeof buf)) > 0) {
+        std::lock_guard<std::mutex> lock(out_mu);
+        out.append(buf, static_cast<size_t>(n));
+        first_step.notify_all();
+      }
+      std::lock_guard<std::mutex> lock(out_mu);
+      eof = true;  // the child is gone
+      first_step.notify_all();
     });
+    // The kill comes at a random moment after the child's first step: on a loaded machine its
+    // start alone can take longer than any fixed delay (a loaded run killed it before it printed
+    // a step). Waited for by condition, up to a minute.
+    {
+      std::unique_lock<std::mutex> lock(out_mu);
+      first_step.wait_for(lock, std::chrono::seconds(60), [&] {
+        return out.find("step ") != std::string::npos || eof;
+      });
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
     const int64_t kill_ns = nowNs();
     kill(pid, SIGKILL);
