@@ -8,7 +8,7 @@ set -euo pipefail
 build=$(cd "$1" && pwd)
 out=$(mktemp -d /tmp/npuscope_deb.XXXXXX)
 trap 'rm -rf "$out"' EXIT
-fail() { echo "test_deb: $*" >&2; exit 1; }
+source "$(dirname "$0")/common.sh"
 
 (cd "$build" && cpack -G DEB -B "$out" > "$out/cpack.log" 2>&1) || { cat "$out/cpack.log"; fail "cpack -G DEB failed"; }
 deb=$(ls "$out"/npuscope_*.deb 2>/dev/null | head -1)
@@ -33,9 +33,5 @@ dpkg-deb -x "$deb" "$root"
 env -i PATH=/usr/bin:/bin HOME="$out" "$root/usr/bin/npuscope" --version | grep -q "^npuscope " ||
   fail "the packaged npuscope does not run"
 py_dir=$(ls -d "$root"/usr/lib/python3*/dist-packages)
-got=$(cd "$out" && env -i PATH=/usr/bin:/bin HOME="$out" /usr/bin/python3 -c "
-import site; site.addsitedir('$py_dir')
-import npuscope, torch
-print(npuscope.__file__, (torch.ones(2).to('npu:0') + 1).cpu().tolist())") || fail "import npuscope from the package"
-echo "$got" | grep -q "^$py_dir/npuscope/__init__.py \[2.0, 2.0\]$" || fail "the packaged npuscope: $got"
+check_import "$py_dir" "$out"
 echo "test_deb: $(basename "$deb"), $size KiB installed; Depends: $depends"

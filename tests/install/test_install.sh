@@ -9,7 +9,7 @@ build=$(cd "$1" && pwd)
 prefix=$(mktemp -d /tmp/npuscope_install.XXXXXX)
 work=$(mktemp -d /tmp/npuscope_install_run.XXXXXX)
 trap 'rm -rf "$prefix" "$work"' EXIT
-fail() { echo "test_install: $*" >&2; exit 1; }
+source "$(dirname "$0")/common.sh"
 
 cmake --install "$build" --prefix "$prefix" --strip > "$work/install.log" || { cat "$work/install.log"; fail "cmake --install failed"; }
 py_dir=$(ls -d "$prefix"/lib/python3*/dist-packages 2>/dev/null | head -1)
@@ -35,12 +35,5 @@ env -i PATH=/usr/bin:/bin HOME="$work" "$prefix/bin/npuscope" report "$work/run.
 grep -q "steps" "$work/report.txt" || fail "the report names no steps"
 
 # Python: the prefix's dist-packages as a site directory (as site.py adds /usr/local's), no PYTHONPATH.
-out=$(env -i PATH=/usr/bin:/bin HOME="$work" /usr/bin/python3 -c "
-import site; site.addsitedir('$py_dir')
-import npuscope, torch
-print(npuscope.__file__)
-x = torch.ones(4).to('npu:0') * 2
-print(x.cpu().sum().item())") || fail "import npuscope from the prefix"
-echo "$out" | head -1 | grep -q "^$py_dir/npuscope/" || fail "npuscope was imported from $(echo "$out" | head -1), not the prefix"
-[ "$(echo "$out" | tail -1)" = "8.0" ] || fail "a tensor on npu:0 from the installed package: $out"
+check_import "$py_dir" "$work"
 echo "test_install: installed into $prefix: npuscope, npuscope-gui, the Python package, docs, desktop entry; train, report and import ran"
