@@ -118,7 +118,16 @@ OpWork estimate(const std::string& op_name, const std::vector<at::Tensor>& input
     } else {
       w.flops = 2.0 * out0 * per_out;
     }
-  } else if (n == "copy_" || n == "_copy_from" || n == "_copy_from_and_resize" || n == "_to_copy" ||
+  } else if (n == "npu_fusion_attention" && in(0) && in(1) && in(0)->dim() >= 3) {
+    // torch_npu's fused attention: Q K^T and P V on the Cube, 4 * B * N * Sq * Skv * D (the
+    // element count of Q times Skv times 4); Skv is dim 1 of key in B S H / B S N D, dim 2 in
+    // B N S D, dim 0 in S B H (the query's layout string is not among the shapes: the larger
+    // of the two sequence dims is taken).
+    const at::Tensor& k = *in(1);
+    const double skv = static_cast<double>(std::max(k.size(0), std::max(k.size(1), k.dim() == 4 ? k.size(2) : 1)));
+    w.unit = ComputeUnit::kCube;
+    w.flops = 4.0 * static_cast<double>(in(0)->numel()) * skv;
+  } else if (n == "copy_" || n == "_copy_from" || n == "npu_confusion_transpose" || n == "_copy_from_and_resize" || n == "_to_copy" ||
              n == "cat" || n == "stack" || n == "index" || n == "index_select" || n == "gather" ||
              n == "scatter" || n == "index_put_" || n == "clone" || n == "contiguous" || n == "fill_" ||
              n == "zero_" || n == "empty" || n == "empty_strided" || n == "as_strided" || n == "view" ||

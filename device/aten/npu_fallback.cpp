@@ -110,6 +110,13 @@ at::Tensor finishResult(OpState& st, const c10::FunctionSchema& schema, const at
     return wrapAsNpu(downcast(r, target, st.device), st.device);
   }
   checkFloatStatus(r, st.device);
+  // Ascend kernels write a new result in the default layout: a CPU kernel's result that follows
+  // transposed input strides (elementwise ops do) becomes contiguous, so `.view()` on it works
+  // as on a card (channels-last results keep their format).
+  if (!r.is_contiguous() && !r.is_contiguous(at::MemoryFormat::ChannelsLast) &&
+      !r.is_contiguous(at::MemoryFormat::ChannelsLast3d)) {
+    return wrapAsNpu(r.contiguous(), st.device);
+  }
   return wrapAsNpu(r, st.device);
 }
 

@@ -38,6 +38,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* name : {"native_layer_norm", "native_group_norm", "silu_backward", "mish_backward", "mse_loss"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&npuFallback>());
   }
+  // Comparisons: torch's structured wrapper would allocate the result with the inputs' strides
+  // (a transposed input gives a transposed bool tensor); torch_npu's kernels write it contiguous,
+  // and scripts rely on it (the ImageNet examples' accuracy(): `correct[:k].view(-1)` after
+  // `pred.t().eq(...)`). The fallback runs the CPU kernel and returns the result contiguous.
+  for (const char* name : {"eq.Tensor", "eq.Scalar", "ne.Tensor", "ne.Scalar", "lt.Tensor", "lt.Scalar", "le.Tensor",
+                           "le.Scalar", "gt.Tensor", "gt.Scalar", "ge.Tensor", "ge.Scalar"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&npuFallback>());
+  }
 }
 
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {

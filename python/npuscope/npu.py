@@ -141,3 +141,169 @@ class device:  # noqa: N801  (torch.cuda.device's name)
     def __exit__(self, *exc):
         _rt.set_device(self.prev)
         return False
+
+
+def get_rng_state(device=None):
+    """The generator state npu random numbers come from (torch's CPU generator, see manual_seed)."""
+    return torch.random.default_generator.get_state()
+
+
+def set_rng_state(new_state, device=None):
+    torch.random.default_generator.set_state(new_state)
+
+
+def get_rng_state_all():
+    return [get_rng_state(i) for i in range(max(1, device_count()))]
+
+
+def set_rng_state_all(new_states):
+    for state in new_states[:1]:
+        set_rng_state(state)
+
+
+def initial_seed():
+    return torch.random.default_generator.initial_seed()
+
+
+def seed():
+    torch.random.default_generator.seed()
+
+
+def seed_all():
+    seed()
+
+
+# ---- streams and events ------------------------------------------------------------------------
+# The emulated device runs an op when the host dispatches it: each npu has one stream, and every
+# Stream object of a device stands for it. Waiting between streams is therefore already true;
+# synchronizing waits for the device (npuscope's modeled stream included).
+
+class Stream:
+    """torch.npu.Stream: the device's one stream (see above). ``priority`` is kept, not used."""
+
+    def __init__(self, device=None, priority=0, **kwargs):
+        i = _index(device)
+        self.device_index = i if i >= 0 else _rt.current_device()
+        self.priority = priority
+
+    @property
+    def device(self):
+        return torch.device(NPU_TYPE, self.device_index)
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        _rt.synchronize(self.device_index)
+
+    def wait_event(self, event):
+        pass
+
+    def wait_stream(self, stream):
+        pass
+
+    def record_event(self, event=None):
+        event = event or Event()
+        event.record(self)
+        return event
+
+    def __eq__(self, other):
+        return isinstance(other, Stream) and other.device_index == self.device_index
+
+    def __hash__(self):
+        return hash(("npu stream", self.device_index))
+
+    def __repr__(self):
+        return f"<torch.npu.Stream device=npu:{self.device_index} (npuscope: the device's one stream)>"
+
+
+class Event:
+    """torch.npu.Event: records the host time at which everything launched before it is done
+    (the device is synchronized at record()); ``elapsed_time`` is in milliseconds."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        self.enable_timing = enable_timing
+        self._ns = None
+
+    def record(self, stream=None):
+        import time
+        _rt.synchronize(stream.device_index if stream is not None else -1)
+        self._ns = time.perf_counter_ns()
+
+    def wait(self, stream=None):
+        pass
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, end_event):
+        if self._ns is None or end_event._ns is None:
+            raise RuntimeError("Event.elapsed_time: both events must have been recorded")
+        if not (self.enable_timing and end_event.enable_timing):
+            raise RuntimeError("Event.elapsed_time: both events need enable_timing=True")
+        return (end_event._ns - self._ns) / 1e6
+
+
+def current_stream(device=None):
+    return Stream(device)
+
+
+def default_stream(device=None):
+    return Stream(device)
+
+
+class stream:  # noqa: N801  (torch.cuda.stream's name)
+    """Context manager selecting a stream: the device's one stream, so it changes nothing."""
+
+    def __init__(self, s):
+        self.stream = s
+
+    def __enter__(self):
+        return self.stream
+
+    def __exit__(self, *exc):
+        return False
+
+
+def set_stream(s):
+    pass
+
+
+# ---- torch_npu's run-time options --------------------------------------------------------------
+# Accepted and kept (``get_options()``): they tune a real card's compiler and runtime, which the
+# emulator does not have. npuscope.profile writes them into the run's options.
+_options = {}
+
+
+def set_compile_mode(jit_compile=False):
+    _options["jit_compile"] = bool(jit_compile)
+
+
+def set_option(option):
+    if not isinstance(option, dict):
+        raise TypeError(f"set_option: expected a dict of option names to values, got {type(option).__name__}")
+    _options.update({str(k): v for k, v in option.items()})
+
+
+def get_options():
+    """What set_compile_mode / set_option / config were given, by name."""
+    return dict(_options)
+
+
+class _Config:
+    """torch.npu.config: ``allow_internal_format`` (private formats such as NC1HWC0 / FRACTAL_NZ
+    for weights) is kept as an option; formats are metadata on the emulator (torch_npu.get_npu_format)."""
+
+    @property
+    def allow_internal_format(self):
+        return _options.get("allow_internal_format", False)
+
+    @allow_internal_format.setter
+    def allow_internal_format(self, value):
+        _options["allow_internal_format"] = bool(value)
+
+
+config = _Config()

@@ -129,6 +129,10 @@ class Profile:
         self._hooks = []
         torch.autograd.profiler.record_function = _torch_record_function
         out = dict(self._info)
+        from . import npu as _npu
+        if _npu.get_options():  # torch_npu's set_option / set_compile_mode: kept with the run
+            out["npu_options"] = {k: v if isinstance(v, (bool, int, float, str)) else str(v)
+                                  for k, v in _npu.get_options().items()}
         if results:
             out.update(results)
         if _active is self:

@@ -9,8 +9,9 @@ After the import:
   reset_peak_memory_stats / empty_cache / manual_seed(_all) / get_device_name`` answer for the npu;
 * ``torch.cuda.amp.autocast``, ``torch.autocast("cuda")``, ``torch.cuda.amp.GradScaler`` are
   npuscope.amp's autocast and GradScaler;
-* ``torch.distributed.init_process_group("nccl")`` asks for the hccl backend, which this
-  version of npuscope does not have yet: it fails with a clear error.
+* ``torch.distributed.init_process_group("nccl")`` uses the hccl backend (npuscope.distributed);
+* ``torch.cuda.Stream / Event / stream / current_stream / default_stream`` are the npu's (one
+  stream per device).
 ``torch.device("cuda")`` objects still print as cuda; ``tensor.is_cuda`` stays False.
 """
 import functools
@@ -25,7 +26,8 @@ _devices.enable_cuda_spellings()
 _CUDA_API = ["is_available", "device_count", "current_device", "set_device", "synchronize", "memory_allocated",
              "max_memory_allocated", "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
              "reset_max_memory_allocated", "empty_cache", "manual_seed", "manual_seed_all", "get_device_name",
-             "memory_stats", "device", "is_initialized"]
+             "memory_stats", "device", "is_initialized", "Stream", "Event", "stream", "current_stream",
+             "default_stream", "get_rng_state", "set_rng_state"]
 
 if not getattr(torch.cuda, "_npuscope_transferred", False):
     for _name in _CUDA_API:
@@ -55,10 +57,8 @@ if not getattr(torch.cuda, "_npuscope_transferred", False):
 
         @functools.wraps(_init)
         def init_process_group(backend=None, *args, **kwargs):
-            if backend in ("nccl", "hccl") or (backend is None and kwargs.get("init_method")):
-                raise RuntimeError(f"init_process_group(backend={backend!r}): npuscope maps nccl to the hccl backend, "
-                                   "which this version of npuscope does not provide yet; run single-process, or use "
-                                   "backend='gloo' on CPU tensors")
+            if backend == "nccl":
+                backend = "hccl"
             return _init(backend, *args, **kwargs)
 
         _dist.init_process_group = init_process_group
