@@ -306,6 +306,34 @@ namespace {
 
 // The trace files: those given, and the *.db files of the folders given (`from_folder`: those,
 // which are left out with a note when they cannot be read).
+// Files named <stem>.rank<N>.db in the folder of <stem>.db (npuscope.profile names a rank's file
+// so when every rank was given the same path), sorted by N.
+std::vector<std::string> rankSiblings(const std::string& path) {
+  if (path.size() <= 3 || path.compare(path.size() - 3, 3, ".db") != 0) return {};
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  const std::string prefix = path.substr(slash == std::string::npos ? 0 : slash + 1, path.size() - 3 -
+                                          (slash == std::string::npos ? 0 : slash + 1)) + ".rank";
+  std::vector<std::pair<long, std::string>> found;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return {};
+  while (dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n.size() <= prefix.size() + 3 || n.compare(0, prefix.size(), prefix) != 0 ||
+        n.compare(n.size() - 3, 3, ".db") != 0)
+      continue;
+    const std::string digits = n.substr(prefix.size(), n.size() - 3 - prefix.size());
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string full = (slash == std::string::npos ? n : dir + "/" + n);
+    if (isFile(full)) found.emplace_back(std::stol(digits), full);
+  }
+  ::closedir(d);
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
 Status listTraceFiles(const std::vector<std::string>& paths, std::vector<std::string>* files,
                       std::set<std::string>* from_folder) {
   for (const std::string& p : paths) {
@@ -324,10 +352,18 @@ Status listTraceFiles(const std::vector<std::string>& paths, std::vector<std::st
       files->insert(files->end(), in.begin(), in.end());
     } else if (isFile(p)) {
       files->push_back(p);
+      // The other ranks of a job whose ranks were given one path: <stem>.rank<N>.db beside it.
+      std::vector<std::string> siblings = rankSiblings(p);
+      from_folder->insert(siblings.begin(), siblings.end());
+      files->insert(files->end(), siblings.begin(), siblings.end());
     } else {
       return invalidArgument(p + ": no such trace file or folder");
     }
   }
+  // A sibling also named on the command line (or twice) is read once.
+  std::set<std::string> seen;
+  files->erase(std::remove_if(files->begin(), files->end(), [&](const std::string& f) { return !seen.insert(f).second; }),
+               files->end());
   return Status::ok();
 }
 

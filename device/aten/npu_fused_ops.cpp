@@ -328,6 +328,8 @@ AttentionArgs attentionArgs(int64_t head_num, c10::string_view layout, double sc
               "npu_fusion_attention: prefix / actual_seq_qlen / actual_seq_kvlen (TND variable-length packing) are not emulated");
   TORCH_CHECK(sparse_mode == 0 || sparse_mode == 1 || sparse_mode == 2 || sparse_mode == 3,
               "npu_fusion_attention: sparse_mode ", sparse_mode, " is not emulated (expected 0, 1, 2 or 3)");
+  TORCH_CHECK(layout == "BSH" || layout == "SBH" || layout == "BSND" || layout == "BNSD", "npu_fusion_attention: input_layout '",
+              std::string(layout), "' is not emulated (expected BSH, SBH, BSND or BNSD)");
   constexpr int64_t kAll = 2147483647;
   TORCH_CHECK(sparse_mode >= 2 || (pre_tokens >= kAll && next_tokens >= kAll) ||
                   (pre_tokens >= kAll && next_tokens == 0),

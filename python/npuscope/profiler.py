@@ -72,6 +72,41 @@ class record_function(torch.autograd.profiler.record_function):  # noqa: N801  (
     torch.profiler.record_function; a context manager or decorator."""
 
 
+_files_profiled = 0
+
+
+def _rank_file(db, dist):
+    """The file a rank of a job records into. Ranks given the same path (the natural thing to
+    write) would write one file and lose their ops to each other: rank N > 0 then records into
+    ``<stem>.rank<N>.db`` beside rank 0's, and ``report --cluster <db>`` finds the siblings. With a
+    process group, "the same path" is rank 0's, read from the group's store; before one exists
+    (torchrun's RANK / WORLD_SIZE only), any path that does not name the rank is taken as shared."""
+    global _files_profiled
+    if dist.is_available() and dist.is_initialized():
+        rank, world = dist.get_rank(), dist.get_world_size()
+        if world <= 1:
+            return db
+        _files_profiled += 1
+        key = "npuscope/db/%d" % _files_profiled
+        store = dist.distributed_c10d._get_default_store()
+        if rank == 0:
+            store.set(key, os.path.abspath(db))
+            return db
+        shared = store.get(key).decode() == os.path.abspath(db)
+    else:
+        try:
+            rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+        except ValueError:
+            rank, world = 0, 1
+        shared = world > 1 and rank > 0 and f"rank{rank}" not in os.path.basename(db)
+    if not shared:
+        return db
+    stem = db[:-3] if db.endswith(".db") else db
+    path = f"{stem}.rank{rank}.db"
+    print(f"npuscope.profile: rank {rank} of {world} records into {path} (rank 0 into {db})", file=sys.stderr)
+    return path
+
+
 class Profile:
     """A recording; ``npuscope.profile(...)`` makes one. Use it as a context manager, or call
     start() and stop()."""
@@ -108,6 +143,7 @@ class Profile:
         import torch.distributed as _dist
         if _dist.is_available() and _dist.is_initialized():  # a rank of a job: the file says which
             run.update(rank=_dist.get_rank(), world_size=_dist.get_world_size(), job=_job_id(_dist))
+        self.db = _rank_file(self.db, _dist)
         self._session = _C.profiler.LoopSession(self.db, run, self._schedule, self._record_shapes, self._memory,
                                                 self._dump_config)
         _active = self

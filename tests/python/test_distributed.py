@@ -356,6 +356,44 @@ def test_cluster_report_names_the_slow_rank_and_its_op(tmp_path, cli, world):
     assert text.returncode == 0 and f"Slow rank: rank {world - 1}" in text.stdout and "slow_rank_delay" in text.stdout
 
 
+def shared_path_rank(rank, world, port, db_dir):
+    """Every rank passes the same db= path, as a script launched per rank naturally does."""
+    import time
+    init(rank, world, port)
+    model = make_model().npu()
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    xs, ys = data()
+    with npuscope.profile(db=os.path.join(db_dir, "run.db")) as prof:
+        for step in range(CLUSTER_STEPS):
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(ddp(xs[step % STEPS].npu()), ys[step % STEPS].npu())
+            if rank == world - 1:
+                with torch.autograd.profiler.record_function("slow_rank_delay"):
+                    time.sleep(SLOW_MS / 1000)
+            loss.backward()
+            opt.step()
+            prof.step()
+    dist.destroy_process_group()
+
+
+def test_ranks_given_one_path_keep_their_recordings(tmp_path, cli):
+    import json
+    import subprocess
+    spawn(shared_path_rank, 2, str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == ["run.db", "run.rank1.db"], os.listdir(tmp_path)
+    for name, rank in (("run.db", 0), ("run.rank1.db", 1)):
+        con = sqlite3.connect(tmp_path / name)
+        assert con.execute("SELECT rank, world_size, status FROM runs").fetchall() == [(rank, 2, "completed")]
+        assert con.execute("SELECT COUNT(*) FROM steps").fetchone()[0] == CLUSTER_STEPS
+        con.close()
+    out = subprocess.run([cli, "report", "--cluster", str(tmp_path / "run.db"), "--json"], capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+    rep = json.loads(out.stdout)
+    assert [r["rank"] for r in rep["ranks"]] == [0, 1] and rep["slow_rank"]["rank"] == 1, rep["slow_rank"]
+
+
 # ---- AMP across ranks ------------------------------------------------------------------------
 def amp_rank(rank, world, port, out_dir):
     init(rank, world, port)
