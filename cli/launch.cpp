@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -65,8 +66,8 @@ std::string rankDbPath(const std::string& db, int rank) {
   return db.substr(0, dot) + tag + db.substr(dot);
 }
 
-int launchRanks(int argc, char** argv, int nproc) {
-  const int port = freePort();
+int launchRanks(int argc, char** argv, int nproc, const RankSetup& setup, int requested_port) {
+  const int port = requested_port > 0 ? requested_port : freePort();
   if (port <= 0) return fail(std::string("--nproc: no free loopback port for the job's store: ") + std::strerror(errno));
   char host[256] = "host";
   ::gethostname(host, sizeof host - 1);
@@ -77,11 +78,15 @@ int launchRanks(int argc, char** argv, int nproc) {
   std::vector<std::string> base;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--nproc") {
+    if (a == "--") {  // the rest is a script's command line: kept as it is
+      for (; i < argc; ++i) base.emplace_back(argv[i]);
+      break;
+    }
+    if (a == "--nproc" || a == "--master-port") {
       ++i;
       continue;
     }
-    if (a.rfind("--nproc=", 0) == 0) continue;
+    if (a.rfind("--nproc=", 0) == 0 || a.rfind("--master-port=", 0) == 0) continue;
     base.push_back(a);
   }
   struct sigaction sa {};
@@ -90,22 +95,34 @@ int launchRanks(int argc, char** argv, int nproc) {
   ::sigaction(SIGTERM, &sa, nullptr);
   std::fprintf(stderr, "npuscope: launching %d ranks (job %s, store 127.0.0.1:%d)\n", nproc, job.c_str(), port);
   for (int r = 0; r < nproc; ++r) {
+    RankLaunch extra = setup ? setup(r, nproc, port, job)
+                             : RankLaunch{{"--rank", std::to_string(r), "--world-size", std::to_string(nproc),
+                                           "--master-port", std::to_string(port), "--job", job},
+                                          {}};
     std::vector<std::string> args = base;
-    for (const std::string& a : {std::string("--rank"), std::to_string(r), std::string("--world-size"),
-                                 std::to_string(nproc), std::string("--master-port"), std::to_string(port),
-                                 std::string("--job"), job}) {
-      args.push_back(a);
+    // Options go before a script's "--".
+    auto at = std::find(args.begin(), args.end(), std::string("--"));
+    args.insert(at, extra.args.begin(), extra.args.end());
+    std::vector<std::string> env = extra.env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string kv = *e;
+      const std::string name = kv.substr(0, kv.find('='));
+      bool replaced = false;
+      for (const std::string& x : extra.env) replaced = replaced || x.compare(0, name.size() + 1, name + "=") == 0;
+      if (!replaced) env.push_back(kv);
     }
-    std::vector<char*> cargs;
+    std::vector<char*> cargs, cenv;
     for (std::string& a : args) cargs.push_back(a.data());
     cargs.push_back(nullptr);
+    for (std::string& e : env) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
     const pid_t pid = ::fork();
     if (pid < 0) {
       passOn(SIGTERM);
       return fail(std::string("--nproc: cannot start rank ") + std::to_string(r) + ": " + std::strerror(errno));
     }
     if (pid == 0) {
-      ::execv("/proc/self/exe", cargs.data());
+      ::execve("/proc/self/exe", cargs.data(), cenv.data());
       std::fprintf(stderr, "npuscope: error: rank %d: cannot run /proc/self/exe: %s\n", r, std::strerror(errno));
       std::_Exit(127);
     }

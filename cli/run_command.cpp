@@ -17,6 +17,7 @@
 #include <fstream>
 
 #include "cli/commands.h"
+#include "cli/launch.h"
 #include "cli/report.h"
 
 namespace npuscope::cli {
@@ -30,6 +31,7 @@ struct RunOptions {
   bool report = true;
   std::vector<std::string> script;  // script.py and its arguments
   bool no_report = false;          // --no-report (sets `report`)
+  int nproc = 1, master_port = 0;   // --nproc: a job of ranks launched as torchrun would
 };
 
 
@@ -123,9 +125,11 @@ int runScript(const RunOptions& o) {
 
   int64_t runId = -1;
   int recordingFailed = 0, scriptCode = code;  // the script's own status, as its process would exit
+  std::string db = o.db;                       // the file recorded into (a rank's may be a sibling)
   {
     std::ifstream in(idFile);
-    in >> runId;
+    std::string line;
+    if (in >> runId && std::getline(in, line) && std::getline(in, line) && !line.empty()) db = line;
     if (!(in >> recordingFailed >> scriptCode)) recordingFailed = 0;
   }
   std::remove(idFile.c_str());
@@ -133,16 +137,43 @@ int runScript(const RunOptions& o) {
   std::fflush(stdout);
   if (recordingFailed != 0 && scriptCode != code) {
     std::fprintf(stderr, "npuscope: recorded run %lld in %s (script exit status %d; exit status %d: the recording failed)\n",
-                 static_cast<long long>(runId), o.db.c_str(), scriptCode, code);
+                 static_cast<long long>(runId), db.c_str(), scriptCode, code);
   } else {
     std::fprintf(stderr, "npuscope: recorded run %lld in %s (script exit status %d)\n", static_cast<long long>(runId),
-                 o.db.c_str(), code);
+                 db.c_str(), code);
   }
   if (o.report) {
     ReportOptions rep;
-    rep.file = o.db;
+    rep.file = db;
     rep.run = runId;
     (void)runReport(rep);
+  }
+  return code;
+}
+
+// `run --nproc N`: N ranks of the script, each `npuscope run` with torchrun's environment
+// (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), its output lines
+// prefixed "[rankR] ", its recording in DB (rank 0) or DB's .rankR sibling; then the job's
+// cluster report.
+int runJob(const RunOptions& o, int argc, char** argv) {
+  if (o.nproc < 1 || o.nproc > 64) return fail("run --nproc " + std::to_string(o.nproc) + ": expected 1 to 64 ranks");
+  if (o.script.empty()) return fail("run: no script given (npuscope run [options] -- script.py [args...])");
+  if (!exists(o.script.front())) return fail("run: " + o.script.front() + ": no such script");
+  if (o.master_port < 0 || o.master_port > 65535) {
+    return fail("run --master-port " + std::to_string(o.master_port) + ": expected a TCP port (1-65535)");
+  }
+  RankSetup setup = [](int rank, int nproc, int port, const std::string& job) {
+    const std::string r = std::to_string(rank), n = std::to_string(nproc);
+    return RankLaunch{{"--no-report"},
+                      {"RANK=" + r, "LOCAL_RANK=" + r, "WORLD_SIZE=" + n, "LOCAL_WORLD_SIZE=" + n, "GROUP_RANK=0",
+                       "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port), "NPUSCOPE_JOB=" + job,
+                       "NPUSCOPE_OUTPUT_PREFIX=[rank" + r + "] "}};
+  };
+  const int code = launchRanks(argc, argv, o.nproc, setup, o.master_port);
+  if (o.report) {
+    std::fflush(stdout);
+    const int rep = runClusterReport({o.db}, "", 0.05, false);
+    if (code == 0 && rep != 0) return rep;
   }
   return code;
 }
@@ -161,12 +192,17 @@ void addRunCommand(Commands& cli) {
                     "Run an unmodified CUDA script: cuda devices, torch.cuda.* and torch.cuda.amp mean the npu");
   run_cmd->add_option("--schedule", run.schedule, "Profiler schedule: skip_first=N,wait=N,warmup=N,active=N,repeat=N");
   run_cmd->add_flag("--no-report", o->no_report, "Do not print the report after the script");
+  run_cmd->add_option("--nproc", o->nproc,
+                      "Run N ranks of the script as torchrun does (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, "
+                      "MASTER_PORT set); rank R records into DB's .rankR sibling; the cluster report follows")
+      ->capture_default_str();
+  run_cmd->add_option("--master-port", o->master_port, "With --nproc: the job's store port (default: a free one)");
   run_cmd->add_option("script", run.script, "-- script.py [its arguments...]")->required();
   run_cmd->footer("Example: npuscope run --db run.db -- train.py --epochs 1\n"
                   "The script runs with /usr/bin/python3 (NPUSCOPE_PYTHON overrides) and keeps its exit status.");
-  cli.onParsed(run_cmd, [o] {
+  cli.onParsed(run_cmd, [o, &cli] {
     o->report = !o->no_report;
-    return runScript(*o);
+    return o->nproc != 1 ? runJob(*o, cli.argc(), cli.argv()) : runScript(*o);
   });
 }
 

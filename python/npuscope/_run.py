@@ -23,6 +23,32 @@ def _error(what):
     print("npuscope: error: " + (line[len(prefix):] if line.startswith(prefix) else line), file=sys.stderr)
 
 
+class _Prefixed:
+    """A text stream whose lines start with `prefix` (``npuscope run --nproc``: "[rank1] ")."""
+
+    def __init__(self, stream, prefix):
+        self._stream, self._prefix, self._pending = stream, prefix, ""
+
+    def write(self, text):
+        # Whole lines only, each flushed in one write: the ranks share a terminal, and a line
+        # printed in two writes (print's text, then its "\n") would interleave with another's.
+        self._pending += text
+        if "\n" in self._pending:
+            lines, _, self._pending = self._pending.rpartition("\n")
+            self._stream.write("".join(self._prefix + line + "\n" for line in lines.split("\n")))
+            self._stream.flush()
+        return len(text)
+
+    def flush(self):
+        if self._pending:
+            self._stream.write(self._prefix + self._pending)
+            self._pending = ""
+        self._stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def main(argv):
     if "--" not in argv:
         _error("run: expected '-- script.py [args...]'")
@@ -40,6 +66,9 @@ def main(argv):
         _error("run: no script given after '--'")
         return 2
     script = script_argv[0]
+    if os.environ.get("NPUSCOPE_OUTPUT_PREFIX"):
+        sys.stdout = _Prefixed(sys.stdout, os.environ["NPUSCOPE_OUTPUT_PREFIX"])
+        sys.stderr = _Prefixed(sys.stderr, os.environ["NPUSCOPE_OUTPUT_PREFIX"])
     if not os.path.isfile(script):
         _error(f"run: {script}: no such script")
         return 2
@@ -56,7 +85,7 @@ def main(argv):
         return 1
     if opts.run_id_file:
         with open(opts.run_id_file, "w") as f:
-            f.write(f"{prof.run_id}\n")
+            f.write(f"{prof.run_id}\n{prof.db}\n")  # the file: a rank of a job may record into a sibling
 
     # SIGTERM (kill, a job scheduler, `npuscope run` passing its own on) ends the script like
     # Ctrl-C does: its run is marked failed and everything recorded is kept.

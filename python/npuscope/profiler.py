@@ -72,6 +72,19 @@ class record_function(torch.autograd.profiler.record_function):  # noqa: N801  (
     torch.profiler.record_function; a context manager or decorator."""
 
 
+def _launched_rank():
+    """rank / world_size / job from torchrun's environment (RANK, WORLD_SIZE; the job from
+    NPUSCOPE_JOB, else the store's MASTER_ADDR:MASTER_PORT, the same on every rank); {} outside."""
+    try:
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    except (KeyError, ValueError):
+        return {}
+    if world <= 1:
+        return {}
+    job = os.environ.get("NPUSCOPE_JOB") or "%s:%s" % (os.environ.get("MASTER_ADDR", ""), os.environ.get("MASTER_PORT", ""))
+    return {"rank": rank, "world_size": world, "job": job}
+
+
 _files_profiled = 0
 
 
@@ -121,6 +134,7 @@ class Profile:
         self._dump_config = str(dump_config) if dump_config else ""
         self._command = command or ("python3 " + " ".join(sys.argv) if sys.argv and sys.argv[0] else "python3")
         self._session = None
+        self._final = {}            # run_id, current_step, recorded_ops once stopped
         self._outer = None          # an enclosing recording this one forwards to
         self._explicit = False      # the script calls step() itself
         self._auto_stepped = False  # a step was ended at an optimizer step
@@ -143,6 +157,8 @@ class Profile:
         import torch.distributed as _dist
         if _dist.is_available() and _dist.is_initialized():  # a rank of a job: the file says which
             run.update(rank=_dist.get_rank(), world_size=_dist.get_world_size(), job=_job_id(_dist))
+        else:  # started by a launcher (npuscope run --nproc, torchrun) before the script joins its group
+            run.update(_launched_rank())
         self.db = _rank_file(self.db, _dist)
         self._session = _C.profiler.LoopSession(self.db, run, self._schedule, self._record_shapes, self._memory,
                                                 self._dump_config)
@@ -173,8 +189,16 @@ class Profile:
             out.update(results)
         if _active is self:
             _active = None
-        run_id = self._session.run_id
-        st = self._session.stop(status, json.dumps(out) if out else "")
+        session, self._session = self._session, None
+        run_id = session.run_id
+        try:
+            st = session.stop(status, json.dumps(out) if out else "")
+        finally:
+            self._final = {"run_id": run_id, "current_step": session.current_step,
+                           "recorded_ops": session.recorded_ops}
+            # The file is closed now, not when the interpreter gets round to it: its WAL is
+            # checkpointed, so the .db alone holds the whole run.
+            del session
         if not st.ok():
             raise RuntimeError(f"npuscope.profile: {st.message}")
         return run_id
@@ -226,17 +250,17 @@ class Profile:
     def run_id(self):
         if self._outer is not None:
             return self._outer.run_id
-        return self._session.run_id if self._session is not None else None
+        return self._session.run_id if self._session is not None else self._final.get("run_id")
 
     @property
     def current_step(self):
         target = self._outer or self
-        return target._session.current_step if target._session is not None else None
+        return target._session.current_step if target._session is not None else target._final.get("current_step")
 
     @property
     def recorded_ops(self):
         target = self._outer or self
-        return target._session.recorded_ops if target._session is not None else 0
+        return target._session.recorded_ops if target._session is not None else target._final.get("recorded_ops", 0)
 
     # ---- module scopes ---------------------------------------------------------------------
     def _module_name(self, module):

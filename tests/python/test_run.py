@@ -154,3 +154,39 @@ def test_a_script_exit_status_beyond_255_is_not_taken_for_a_failed_recording(cli
     assert r.returncode == 0, r.stderr
     assert "recording failed" not in r.stderr
     assert "(script exit status 0)" in r.stderr
+
+
+def test_nproc_launches_ranks_as_torchrun_keeps_each_recording_and_names_the_slow_rank(cli, examples, tmp_path):
+    script = os.path.join(examples, "ddp_hccl.py")
+    r = npuscope_run(cli, tmp_path, "--nproc", "2", "--db", "job.db", "--", script, "--steps", "4", "--slow-rank", "1")
+    assert r.returncode == 0, r.stderr
+    # every line of a rank's output carries its rank; no line holds two ranks' output
+    steps = [line for line in r.stdout.splitlines() if " loss " in line]
+    assert sorted(line.split(" loss ")[0] for line in steps) == sorted(
+        f"[rank{k}] step {s}" for k in range(2) for s in range(4)), r.stdout
+    # both ranks' recordings, each knowing its place in one job
+    jobs = set()
+    for name, rank in (("job.db", 0), ("job.rank1.db", 1)):
+        (status, rk, world, job), = query(str(tmp_path / name), "SELECT status, rank, world_size, job FROM runs")
+        assert (status, rk, world) == ("completed", rank, 2)
+        assert query(str(tmp_path / name), "SELECT count(*) FROM steps")[0][0] == 4
+        jobs.add(job)
+    assert len(jobs) == 1
+    assert "recorded run 1 in job.rank1.db" in r.stderr and "recorded run 1 in job.db" in r.stderr
+    assert "cluster: job " in r.stdout and "Slow rank: rank 1" in r.stdout and "slow_rank_delay" in r.stdout
+
+
+def test_nproc_ends_the_other_ranks_when_one_fails(cli, tmp_path):
+    (tmp_path / "ddp.py").write_text(textwrap.dedent("""
+        import os, time, torch, torch.distributed as dist
+        import torch_npu
+        dist.init_process_group("hccl")
+        if os.environ["RANK"] == "1":
+            raise SystemExit(3)
+        time.sleep(120)   # rank 0 would wait for ever: the launcher ends it
+    """))
+    r = npuscope_run(cli, tmp_path, "--nproc", "2", "--no-report", "--", "ddp.py")
+    assert r.returncode == 3, r.stderr
+    assert "rank 1 exited with code 3" in r.stderr
+    statuses = {query(str(tmp_path / n), "SELECT status FROM runs")[0][0] for n in ("npuscope.db", "npuscope.rank1.db")}
+    assert statuses == {"failed"}
