@@ -79,6 +79,7 @@ struct OpState {
   int device = -1;
   bool low_precision = false;
   c10::ScalarType explicit_target = c10::ScalarType::Undefined;  // a dtype the op was asked for
+  bool contiguous_results = false;  // new results in the default layout (npuFallbackContiguous)
 };
 
 at::Tensor prepare(OpState& st, const at::Tensor& t, bool is_write) {
@@ -110,13 +111,7 @@ at::Tensor finishResult(OpState& st, const c10::FunctionSchema& schema, const at
     return wrapAsNpu(downcast(r, target, st.device), st.device);
   }
   checkFloatStatus(r, st.device);
-  // Ascend kernels write a new result in the default layout: a CPU kernel's result that follows
-  // transposed input strides (elementwise ops do) becomes contiguous, so `.view()` on it works
-  // as on a card (channels-last results keep their format).
-  if (!r.is_contiguous() && !r.is_contiguous(at::MemoryFormat::ChannelsLast) &&
-      !r.is_contiguous(at::MemoryFormat::ChannelsLast3d)) {
-    return wrapAsNpu(r.contiguous(), st.device);
-  }
+  if (st.contiguous_results && !r.is_contiguous()) return wrapAsNpu(r.contiguous(), st.device);
   return wrapAsNpu(r, st.device);
 }
 
@@ -244,11 +239,13 @@ void settle(OpState& st) {
 
 }  // namespace
 
-void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& schema, torch::jit::Stack* stack) {
+void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& schema, torch::jit::Stack* stack,
+              bool contiguous_results) {
   const auto& args = schema.arguments();
   const size_t nargs = args.size();
   const size_t base = stack->size() - nargs;
   OpState st;
+  st.contiguous_results = contiguous_results;
   OverflowOpScope overflow_scope;
   const OpObserver observer = npu::InternalScope::active() ? nullptr : npu::op_observer();
   if (observer) observer(OpPhase::kBefore, schema, c10::ArrayRef<c10::IValue>(stack->data() + base, nargs));
@@ -267,6 +264,10 @@ void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& sche
 
 void npuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   runOnCpu(op, op.schema(), stack);
+}
+
+void npuFallbackContiguous(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  runOnCpu(op, op.schema(), stack, /*contiguous_results=*/true);
 }
 
 }  // namespace npuscope::npu::aten

@@ -13,6 +13,12 @@ void npuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // Runs `cpu_op` on the stack as `op` would: the arguments are those of `schema` (the npu op's,
 // which must match cpu_op's argument layout), npu tensors are aliased as CPU tensors,
 // low-precision math is done in fp32 and rounded back, and results become npu tensors.
-void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& schema, torch::jit::Stack* stack);
+// With `contiguous_results`, new results (not views, not in-place / out= arguments) come back in
+// the default contiguous layout, as Ascend kernels write them, instead of the CPU kernel's strides.
+void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& schema, torch::jit::Stack* stack,
+              bool contiguous_results = false);
+
+// npuFallback whose new results are contiguous (the comparisons: npu_registration.cpp).
+void npuFallbackContiguous(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 }  // namespace npuscope::npu::aten

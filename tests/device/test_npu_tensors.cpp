@@ -99,6 +99,21 @@ TEST(NpuTensors, ViewsWriteThroughToTheirBase) {
   EXPECT_EQ(u.data_ptr(), x.data_ptr());
 }
 
+TEST(NpuTensors, ComparisonsOfTransposedInputsAreContiguousAsOnACard) {
+  // CPU follows the transposed input's strides (so `.view(-1)` of the result fails there);
+  // torch_npu's comparison kernels write contiguous results, and accuracy() helpers rely on it.
+  at::Tensor pred = at::arange(10, at::kLong).view({2, 5});
+  at::Tensor target = at::tensor({3, 7}, at::kLong);
+  at::Tensor cpu = pred.t().eq(target.view({1, -1}).expand({5, 2}));
+  ASSERT_FALSE(cpu.is_contiguous());
+  at::Tensor npu = pred.to(dev()).t().eq(target.to(dev()).view({1, -1}).expand({5, 2}));
+  EXPECT_TRUE(npu.is_contiguous());
+  EXPECT_TRUE(at::equal(npu.cpu(), cpu));
+  EXPECT_EQ(npu.view(-1).sum().item<int64_t>(), 2);
+  EXPECT_TRUE(pred.to(dev()).t().lt(4).is_contiguous());
+  EXPECT_TRUE(pred.to(dev()).t().ge(pred.to(dev()).t()).is_contiguous());
+}
+
 TEST(NpuTensors, OutVariantsResizeTheirOutput) {
   at::Tensor a = at::randn({3, 4}).to(dev());
   at::Tensor b = at::randn({4, 5}).to(dev());

@@ -278,16 +278,17 @@ def test_collectives_are_recorded_as_hcom_ops(tmp_path):
 SLOW_MS, CLUSTER_STEPS = 50, 4
 
 
-def cluster_rank(rank, world, port, db_dir):
+def cluster_rank(rank, world, port, db_dir, shared=False):
     """DDP on a small model; the last rank loses SLOW_MS per step in an annotated section, so the
-    others wait for it in their gradient all-reduce."""
+    others wait for it in their gradient all-reduce. Each rank records into rank<R>.db, or with
+    `shared` every rank passes the same run.db (as a script launched per rank naturally does)."""
     import time
     init(rank, world, port)
     model = make_model().npu()
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
     xs, ys = data()
-    with npuscope.profile(db=os.path.join(db_dir, f"rank{rank}.db")) as prof:
+    with npuscope.profile(db=os.path.join(db_dir, "run.db" if shared else f"rank{rank}.db")) as prof:
         for step in range(CLUSTER_STEPS):
             x, y = xs[step % STEPS].npu(), ys[step % STEPS].npu()
             opt.zero_grad()
@@ -356,31 +357,10 @@ def test_cluster_report_names_the_slow_rank_and_its_op(tmp_path, cli, world):
     assert text.returncode == 0 and f"Slow rank: rank {world - 1}" in text.stdout and "slow_rank_delay" in text.stdout
 
 
-def shared_path_rank(rank, world, port, db_dir):
-    """Every rank passes the same db= path, as a script launched per rank naturally does."""
-    import time
-    init(rank, world, port)
-    model = make_model().npu()
-    ddp = torch.nn.parallel.DistributedDataParallel(model)
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
-    xs, ys = data()
-    with npuscope.profile(db=os.path.join(db_dir, "run.db")) as prof:
-        for step in range(CLUSTER_STEPS):
-            opt.zero_grad()
-            loss = torch.nn.functional.mse_loss(ddp(xs[step % STEPS].npu()), ys[step % STEPS].npu())
-            if rank == world - 1:
-                with torch.autograd.profiler.record_function("slow_rank_delay"):
-                    time.sleep(SLOW_MS / 1000)
-            loss.backward()
-            opt.step()
-            prof.step()
-    dist.destroy_process_group()
-
-
 def test_ranks_given_one_path_keep_their_recordings(tmp_path, cli):
     import json
     import subprocess
-    spawn(shared_path_rank, 2, str(tmp_path))
+    spawn(cluster_rank, 2, str(tmp_path), True)
     assert sorted(os.listdir(tmp_path)) == ["run.db", "run.rank1.db"], os.listdir(tmp_path)
     for name, rank in (("run.db", 0), ("run.rank1.db", 1)):
         con = sqlite3.connect(tmp_path / name)
