@@ -245,3 +245,38 @@ def install():
 def enable_cuda_spellings():
     """transfer_to_npu: "cuda" spellings mean the npu from now on."""
     _state["cuda"] = True
+
+
+_TorchDevice = torch.device  # the C type
+
+
+class _DeviceMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, _TorchDevice)
+
+    def __subclasscheck__(cls, sub):
+        return issubclass(sub, _TorchDevice)
+
+
+class _Device(metaclass=_DeviceMeta):
+    """``torch.device`` after ``import torch_npu``: makes torch's own device objects, with "npu"
+    spellings mapped (``torch.device("npu:0")``, ``torch.device("npu", 1)``); isinstance checks
+    against ``torch.device`` still hold. ``type(d) is torch.device`` does not, and TorchScript
+    does not know this name: scripts that compile with torch.jit keep ``npuscope.device``."""
+
+    def __new__(cls, spec, index=None):
+        if isinstance(spec, str) and index is not None and not isinstance(spec, _TorchDevice):
+            spec = f"{spec}:{index}" if ":" not in spec else spec
+            index = None
+        mapped = map_device(spec)
+        if isinstance(mapped, _TorchDevice):
+            return mapped
+        return _TorchDevice(mapped) if index is None else _TorchDevice(mapped, index)
+
+
+def enable_torch_device_spelling():
+    """``torch.device("npu[:N]")`` works (torch_npu's import calls it; opt-in, see _Device)."""
+    if torch.device is _TorchDevice:
+        _Device.__name__ = _Device.__qualname__ = "device"
+        _Device.__module__ = "torch"
+        torch.device = _Device

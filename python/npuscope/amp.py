@@ -394,6 +394,25 @@ class autocast:  # noqa: N801  (torch's name)
         return wrapped
 
 
+_routed_autocast = set()  # device types torch.autocast hands to npuscope's autocast
+
+
+def route_torch_autocast(*device_types):
+    """Makes ``torch.autocast(device_type)`` npuscope's npu autocast for `device_types` ("npu"
+    for torch_npu scripts; "cuda" too under transfer_to_npu); other types stay torch's."""
+    if not _routed_autocast:
+        original = torch.autocast
+
+        class _autocast(original):  # noqa: N801
+            def __new__(cls, device_type, dtype=None, enabled=True, cache_enabled=None):
+                if device_type in _routed_autocast:
+                    return autocast(enabled=enabled, dtype=dtype or torch.float16)
+                return original(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+        _autocast.__doc__ = original.__doc__
+        torch.autocast = _autocast
+    _routed_autocast.update(device_types)
+
+
 class GradScaler:
     """torch.cuda.amp.GradScaler's API and semantics (the C++ GradScaler): works with
     npuscope.optimizers (unscaled into fp32 masters where they have them) and with torch.optim

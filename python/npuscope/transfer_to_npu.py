@@ -36,17 +36,7 @@ if not getattr(torch.cuda, "_npuscope_transferred", False):
     torch.cuda.amp.GradScaler = _amp.GradScaler
     torch.cuda.autocast = _amp.autocast if hasattr(torch.cuda, "autocast") else _amp.autocast
 
-    _torch_autocast = torch.autocast
-
-    class _autocast(_torch_autocast):  # noqa: N801
-        """torch.autocast: device_type "cuda" or "npu" is npuscope's npu autocast."""
-
-        def __new__(cls, device_type, dtype=None, enabled=True, cache_enabled=None):
-            if device_type in ("cuda", "npu"):
-                return _amp.autocast(enabled=enabled, dtype=dtype or torch.float16)
-            return _torch_autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
-
-    torch.autocast = _autocast
+    _amp.route_torch_autocast("cuda", "npu")
 
     torch.Tensor.cuda = torch.Tensor.npu
     torch.nn.Module.cuda = torch.nn.Module.npu

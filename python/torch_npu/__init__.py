@@ -30,6 +30,8 @@ else:
 
     __version__ = "1.13.1+npuscope" + _npuscope.__version__  # torch_npu's version follows torch's
 
+    _npuscope.amp.route_torch_autocast("npu")  # torch.autocast(device_type="npu")
+    _npuscope._devices.enable_torch_device_spelling()  # torch.device("npu:0")
     _torch.npu = npu
     _sys.modules["torch.npu"] = npu
     _sys.modules.setdefault("torch_npu.npu", npu)

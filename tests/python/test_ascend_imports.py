@@ -176,3 +176,28 @@ def test_ascends_online_inference_sample_runs_verbatim(tmp_path, cli):
     assert " * Acc@1 " in run.stdout
     (status, results), = query(str(tmp_path / "seed.db"), "SELECT status, results_json FROM runs")
     assert status == "completed" and json.loads(results)["opt_level"] == "O2"
+
+
+def test_the_plugin_overviews_migration_idioms_train(tmp_path):
+    """examples/ascend/plugin_migration.py: torch.device("npu:0"), torch.npu.set_device, .to("npu:0"),
+    hccl, torch.autocast(device_type="npu") with torch.npu.amp.GradScaler, then apex O1."""
+    r = run_python([os.path.join(ROOT, "examples", "ascend", "plugin_migration.py"), "--epochs", "2"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert [line.split(" loss ")[0] for line in lines] == ["torch.npu.amp epoch 0", "torch.npu.amp epoch 1",
+                                                           "apex O1 epoch 0", "apex O1 epoch 1"], r.stdout
+    assert all(line.endswith("output torch.float16") for line in lines[:2])  # autocast("npu") ran in fp16
+    losses = [float(line.split(" loss ")[1].split()[0]) for line in lines]
+    assert losses[1] < losses[0] and losses[3] < losses[2]  # both ways train
+
+
+def test_torch_device_spells_npu_after_import_torch_npu(tmp_path):
+    r = py("""
+        import pickle, torch, torch_npu
+        d = torch.device("npu", 0)
+        assert isinstance(d, torch.device) and d == torch.device("npu:0") == torch.device("privateuseone:0")
+        assert torch.device("cpu").type == "cpu" and torch.device("cuda", 1).index == 1
+        assert pickle.loads(pickle.dumps(d)) == d
+        print(torch.zeros(2, device=torch.device("npu")).device)
+        """, tmp_path)
+    assert r.stdout.strip() == "privateuseone:0"
