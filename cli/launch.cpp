@@ -58,14 +58,6 @@ int exitCode(int status) {
 
 }  // namespace
 
-std::string rankDbPath(const std::string& db, int rank) {
-  const size_t slash = db.find_last_of('/');
-  const size_t dot = db.find_last_of('.');
-  const std::string tag = ".rank" + std::to_string(rank);
-  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return db + tag;
-  return db.substr(0, dot) + tag + db.substr(dot);
-}
-
 int launchRanks(int argc, char** argv, int nproc, const RankSetup& setup, int requested_port) {
   const int port = requested_port > 0 ? requested_port : freePort();
   if (port <= 0) return fail(std::string("--nproc: no free loopback port for the job's store: ") + std::strerror(errno));

@@ -23,7 +23,4 @@ using RankSetup = std::function<RankLaunch(int rank, int nproc, int port, const 
 // passed on. Returns the first failing rank's exit code, else 0.
 int launchRanks(int argc, char** argv, int nproc, const RankSetup& setup = {}, int port = 0);
 
-// The trace file of rank `rank`: "run.db" -> "run.rank1.db".
-std::string rankDbPath(const std::string& db, int rank);
-
 }  // namespace npuscope::cli

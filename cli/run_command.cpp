@@ -50,9 +50,15 @@ std::string packageDir() {
   return "";
 }
 
-int runScript(const RunOptions& o) {
+// 0 when the script to run is given and exists; else the failure's exit code (one line said).
+int checkScript(const RunOptions& o) {
   if (o.script.empty()) return fail("run: no script given (npuscope run [options] -- script.py [args...])");
   if (!exists(o.script.front())) return fail("run: " + o.script.front() + ": no such script");
+  return 0;
+}
+
+int runScript(const RunOptions& o) {
+  if (const int bad = checkScript(o); bad != 0) return bad;
   const char* envPython = std::getenv("NPUSCOPE_PYTHON");
   const std::string python = envPython != nullptr && *envPython != '\0' ? envPython : NPUSCOPE_PYTHON_EXECUTABLE;
   if (!exists(python)) {
@@ -157,8 +163,7 @@ int runScript(const RunOptions& o) {
 // cluster report.
 int runJob(const RunOptions& o, int argc, char** argv) {
   if (o.nproc < 1 || o.nproc > 64) return fail("run --nproc " + std::to_string(o.nproc) + ": expected 1 to 64 ranks");
-  if (o.script.empty()) return fail("run: no script given (npuscope run [options] -- script.py [args...])");
-  if (!exists(o.script.front())) return fail("run: " + o.script.front() + ": no such script");
+  if (const int bad = checkScript(o); bad != 0) return bad;
   if (o.master_port < 0 || o.master_port > 65535) {
     return fail("run --master-port " + std::to_string(o.master_port) + ": expected a TCP port (1-65535)");
   }

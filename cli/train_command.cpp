@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/launch.h"
+#include "npuscope/analysis/cluster.h"
 #include "cli/progress.h"
 #include "npuscope/amp/amp.h"
 #include "npuscope/device/npu.h"
@@ -39,7 +40,7 @@ int runTrain(TrainArgs& a, int argc, char** argv) {
   if (a.no_db) t.db.clear();
   std::unique_ptr<distributed::DataParallel> dp;
   if (t.world_size > 1) {  // one rank of a --nproc job
-    if (!t.db.empty()) t.db = rankDbPath(t.db, t.rank);
+    if (!t.db.empty()) t.db = cluster::rankFilePath(t.db, t.rank);
     auto joined = distributed::DataParallel::join("127.0.0.1", a.master_port, t.rank, t.world_size,
                                                             std::chrono::seconds(300));
     if (!joined.isOk()) return fail(joined.status().message());

@@ -306,26 +306,34 @@ namespace {
 
 // The trace files: those given, and the *.db files of the folders given (`from_folder`: those,
 // which are left out with a note when they cannot be read).
-// Files named <stem>.rank<N>.db in the folder of <stem>.db (npuscope.profile names a rank's file
-// so when every rank was given the same path), sorted by N.
+// Where a path's extension starts (its size when it has none).
+size_t extensionAt(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const size_t dot = path.find_last_of('.');
+  return dot == std::string::npos || (slash != std::string::npos && dot < slash) ? path.size() : dot;
+}
+
+// The files rankFilePath(path, N) names for N >= 1 that exist, sorted by N.
 std::vector<std::string> rankSiblings(const std::string& path) {
-  if (path.size() <= 3 || path.compare(path.size() - 3, 3, ".db") != 0) return {};
-  const size_t slash = path.rfind('/');
+  const size_t ext_at = extensionAt(path);
+  const std::string ext = path.substr(ext_at);
+  const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  const std::string prefix = path.substr(slash == std::string::npos ? 0 : slash + 1, path.size() - 3 -
-                                          (slash == std::string::npos ? 0 : slash + 1)) + ".rank";
+  const std::string prefix = path.substr(slash == std::string::npos ? 0 : slash + 1,
+                                         ext_at - (slash == std::string::npos ? 0 : slash + 1)) + ".rank";
   std::vector<std::pair<long, std::string>> found;
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return {};
   while (dirent* e = ::readdir(d)) {
     const std::string n = e->d_name;
-    if (n.size() <= prefix.size() + 3 || n.compare(0, prefix.size(), prefix) != 0 ||
-        n.compare(n.size() - 3, 3, ".db") != 0)
+    if (n.size() <= prefix.size() + ext.size() || n.compare(0, prefix.size(), prefix) != 0 ||
+        n.compare(n.size() - ext.size(), ext.size(), ext) != 0)
       continue;
-    const std::string digits = n.substr(prefix.size(), n.size() - 3 - prefix.size());
+    const std::string digits = n.substr(prefix.size(), n.size() - ext.size() - prefix.size());
     if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-    const std::string full = (slash == std::string::npos ? n : dir + "/" + n);
-    if (isFile(full)) found.emplace_back(std::stol(digits), full);
+    const long rank = std::stol(digits);
+    const std::string full = slash == std::string::npos ? n : dir + "/" + n;
+    if (rank >= 1 && full == rankFilePath(path, static_cast<int>(rank)) && isFile(full)) found.emplace_back(rank, full);
   }
   ::closedir(d);
   std::sort(found.begin(), found.end());
@@ -485,6 +493,11 @@ void compareRanks(Report* rep) {
 }
 
 }  // namespace
+
+std::string rankFilePath(const std::string& db, int rank) {
+  const size_t at = extensionAt(db);
+  return db.substr(0, at) + ".rank" + std::to_string(rank) + db.substr(at);
+}
 
 StatusOr<Report> analyze(const std::vector<std::string>& paths, const std::string& job, double threshold) {
   std::vector<std::string> files;

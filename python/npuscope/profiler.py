@@ -114,8 +114,7 @@ def _rank_file(db, dist):
         shared = world > 1 and rank > 0 and f"rank{rank}" not in os.path.basename(db)
     if not shared:
         return db
-    stem = db[:-3] if db.endswith(".db") else db
-    path = f"{stem}.rank{rank}.db"
+    path = _C.profiler.rank_file_path(db, rank)
     print(f"npuscope.profile: rank {rank} of {world} records into {path} (rank 0 into {db})", file=sys.stderr)
     return path
 

@@ -1,4 +1,5 @@
 // Recording from Python: the LoopSession that `npuscope.profile` and `npuscope run` drive.
+#include "npuscope/analysis/cluster.h"
 #include "npuscope/profiler/loop_session.h"
 
 #include "bindings.h"
@@ -7,6 +8,7 @@ namespace npuscope::python {
 
 void bindProfiler(py::module_& root) {
   py::module_ m = root.def_submodule("profiler", "recording into npuscope trace files");
+  m.def("rank_file_path", &cluster::rankFilePath, "the trace file of a rank of a job given one path");
   m.def("check_schedule", [](const std::string& text) { throwIfError(profiler::Schedule::parse(text).status()); });
   py::class_<profiler::LoopSession>(m, "LoopSession")
       .def(py::init([](const std::string& path, const py::dict& run, const std::string& schedule, bool recordShapes,

@@ -242,6 +242,29 @@ TEST_F(ClusterJob, AFolderKeepsItsReadableRanksAndNamesTheOthers) {
   EXPECT_NE(named.status().message().find("junk.db"), std::string::npos) << named.status().message();
 }
 
+TEST(ClusterFiles, RankFilePathGoesBeforeTheExtension) {
+  EXPECT_EQ(npuscope::cluster::rankFilePath("run.db", 1), "run.rank1.db");
+  EXPECT_EQ(npuscope::cluster::rankFilePath("/a.b/run", 12), "/a.b/run.rank12");
+  EXPECT_EQ(npuscope::cluster::rankFilePath("out/x.y.sqlite", 3), "out/x.y.rank3.sqlite");
+}
+
+TEST_F(ClusterJob, OneFileNamedFindsItsRankSiblingsAndNothingElse) {
+  // Ranks given one path: rank 0 in run.db, rank 1 in run.rank1.db. Look-alikes stay out.
+  writeRank("run.db", 0, 2, "job-a", {}, {allreduce(0, 1, 20 * kMs, 30 * kMs)});
+  writeRank("run.rank1.db", 1, 2, "job-a", {}, {allreduce(0, 1, 20 * kMs, 30 * kMs)});
+  writeRank("run.rankx.db", 2, 3, "job-b", {}, {});
+  writeRank("rerun.rank1.db", 1, 2, "job-b", {}, {});
+  auto rep = analyze({(dir_ / "run.db").string()});
+  ASSERT_TRUE(rep.isOk()) << rep.status().message();
+  ASSERT_EQ(rep->ranks.size(), 2u);
+  EXPECT_EQ(rep->job, "job-a");
+  EXPECT_TRUE(rep->notes.empty()) << rep->notes[0];
+  // Named as well, the sibling is read once.
+  auto both = analyze({(dir_ / "run.db").string(), (dir_ / "run.rank1.db").string()});
+  ASSERT_TRUE(both.isOk()) << both.status().message();
+  EXPECT_EQ(both->ranks.size(), 2u);
+}
+
 // A rank's file whose strings table a fuzzer's mutation damaged (a recorded rank 1 of 2, still
 // opening): the report is built from what reads, and a note names the file and the damage.
 TEST_F(ClusterJob, ADamagedRankFileIsNamedInTheNotes) {

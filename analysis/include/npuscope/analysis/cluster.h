@@ -127,6 +127,12 @@ struct Report {
 StatusOr<Report> analyze(const std::vector<std::string>& paths, const std::string& job = "",
                          double threshold = 0.05);
 
+// The trace file of rank `rank` of a job whose ranks were given one path `db`: "run.db" ->
+// "run.rank1.db" (before the extension; appended when there is none). `train --nproc`,
+// `run --nproc` and npuscope.profile name a rank's file so; analyze() reads such siblings of a
+// file it is given.
+std::string rankFilePath(const std::string& db, int rank);
+
 std::string formatText(const Report& r, double threshold);
 std::string formatJson(const Report& r, double threshold);
 
