@@ -1,9 +1,12 @@
-// `npuscope export`: a run as a chrome trace (Perfetto, split when large) or its op table as CSV.
+// `npuscope export`: a run as a chrome trace (Perfetto, split when large), its op table as CSV, or
+// torch_npu's *_ascend_pt folder (MindStudio Insight, msprof-analyze).
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include "cli/commands.h"
+#include "npuscope/analysis/ascend_pt_export.h"
 #include "npuscope/analysis/chrome_trace.h"
 #include "npuscope/analysis/op_table_csv.h"
 #include "npuscope/store/damage_warning.h"
@@ -17,11 +20,24 @@ struct ExportOptions {
   int64_t run = -1;
   std::string chrome;  // output path of the chrome trace
   std::string csv;     // output path of the op table as CSV
+  std::string ascend_pt;  // a *_ascend_pt folder, or the folder to make one in
+  std::string steps;      // "A-B" or "N": only these steps (ascend_pt)
   int64_t max_file_mb = 256;
 };
 
 int runExport(const ExportOptions& o) {
-  if (o.chrome.empty() && o.csv.empty()) return fail("export: nothing to do (give --chrome OUT.json and/or --csv OUT.csv)");
+  if (o.chrome.empty() && o.csv.empty() && o.ascend_pt.empty()) {
+    return fail("export: nothing to do (give --chrome OUT.json, --csv OUT.csv and/or --ascend-pt DIR)");
+  }
+  std::optional<StepRange> steps;
+  if (!o.steps.empty()) {
+    long long a = 0, b = 0;
+    char tail = 0;
+    const int n = std::sscanf(o.steps.c_str(), "%lld-%lld%c", &a, &b, &tail);
+    if (n == 1) b = a;
+    if ((n != 1 && n != 2) || a < 0 || b < a) return fail("--steps: expected N or FIRST-LAST (e.g. 2-4), got '" + o.steps + "'");
+    steps = StepRange{a, b};
+  }
   if (o.max_file_mb <= 0) return fail("--max-file-mb: expected a positive size, got " + std::to_string(o.max_file_mb));
   auto reader = TraceReader::open(o.file);
   if (!reader.isOk()) return fail(reader.status().message());
@@ -47,6 +63,19 @@ int runExport(const ExportOptions& o) {
       std::printf("  %lld slices shortened to nest in their parent\n", static_cast<long long>(s->clamped_slices));
     }
     std::printf("open in https://ui.perfetto.dev or chrome://tracing\n");
+  }
+  if (!o.ascend_pt.empty()) {
+    AscendPtOptions a;
+    a.run_id = run->id;
+    a.steps = steps;
+    auto s = exportAscendPt(**reader, o.ascend_pt, a);
+    if (!s.isOk()) return fail(s.status().message());
+    std::printf("ascend_pt folder of run %lld: %lld steps, %lld host ops, %lld predicted kernels, %lld memory records%s\n",
+                static_cast<long long>(run->id), static_cast<long long>(s->steps), static_cast<long long>(s->host_ops),
+                static_cast<long long>(s->kernels), static_cast<long long>(s->memory_records),
+                s->collectives ? (", " + std::to_string(s->collectives) + " collectives").c_str() : "");
+    std::printf("  %s\n", s->folder.c_str());
+    std::printf("open in MindStudio Insight, or: npuscope import %s\n", s->folder.c_str());
   }
   if (!o.csv.empty()) {
     OpAggregateQuery q;
@@ -74,6 +103,10 @@ void addExportCommand(Commands& cli) {
   exporter->add_option("--chrome", exp.chrome, "Write the chrome trace JSON here (split into OUT.1.json, ... when large)");
   exporter->add_option("--csv", exp.csv, "Write the op table as CSV here");
   exporter->add_option("--max-file-mb", exp.max_file_mb, "Largest chrome trace file before splitting")->capture_default_str();
+  exporter->add_option("--ascend-pt", exp.ascend_pt,
+                       "Write torch_npu's profiler folder: DIR itself when it ends in _ascend_pt, else "
+                       "DIR/{worker}_{timestamp}_ascend_pt (device rows: the predicted kernels)");
+  exporter->add_option("--steps", exp.steps, "With --ascend-pt: only step N or steps FIRST-LAST");
   cli.onParsed(exporter, [o] { return runExport(*o); });
 }
 

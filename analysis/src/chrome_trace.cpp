@@ -1,4 +1,5 @@
 #include "npuscope/analysis/chrome_trace.h"
+#include "npuscope/analysis/ascend_kernels.h"
 #include "npuscope/analysis/predicted_timeline.h"
 #include "npuscope/store/saturating.h"
 
@@ -22,6 +23,9 @@ constexpr int kDevicePidBase = 1000;
 constexpr int kDeviceTidBase = 100000;
 constexpr int kCommTidOffset = 50000;  // an npu's predicted communication stream: its tid + this
 constexpr int kPredictedHostTid = kDeviceTidBase - 1;  // the host process's "host (predicted)" thread
+// torch_npu's trace_view.json: the compute stream's number, an npu's HCCL process (pid + this).
+constexpr int kAscendComputeStream = 2;
+constexpr int kAscendHcclPidOffset = 500;
 
 // ---------------------------------------------------------------------------------------------
 // JSON text
@@ -94,17 +98,6 @@ void appendMicros(std::string& out, int64_t ns) {
 }
 
 // A finite double as a JSON number, anything else as a string ("nan", "inf").
-// The numbers after "pid": of a complete event: pid, tid, ts and dur (µs with ns decimals).
-void appendPlacement(std::string& s, int64_t pid, int64_t tid, int64_t ts_ns, int64_t dur_ns) {
-  appendInt(s, pid);
-  s += ",\"tid\":";
-  appendInt(s, tid);
-  s += ",\"ts\":";
-  appendMicros(s, ts_ns);
-  s += ",\"dur\":";
-  appendMicros(s, dur_ns);
-}
-
 void appendDouble(std::string& out, double v) {
   char buf[40];
   if (!std::isfinite(v)) {
@@ -185,6 +178,49 @@ class JsonStringCache {
     }
     return it->second;
   }
+  // torch_npu's strings: "[[32, 3], []]" -> "32,3;\r\n" and "float, Scalar, " -> "float;\r\nScalar;\r\n".
+  const std::string& npuDims(std::string_view s) {
+    auto [it, fresh] = npu_dims_.try_emplace(s.data());
+    if (fresh) {
+      std::string list;
+      if (ShapeSyntax::isJsonIntArray(s)) {
+        int depth = 0;
+        for (char c : s) {
+          if (c == '[') {
+            ++depth;
+          } else if (c == ']') {
+            --depth;
+          } else if (c == ',' && depth == 1) {
+            list += ";\r\n";
+          } else if (c != ' ' && depth >= 2) {
+            list += c;
+          }
+        }
+      } else {
+        list.assign(s.data(), s.size());
+      }
+      appendJsonString(it->second, list);
+    }
+    return it->second;
+  }
+  const std::string& npuTypes(std::string_view s) {
+    auto [it, fresh] = npu_types_.try_emplace(s.data());
+    if (fresh) {
+      std::string list;
+      size_t begin = 0;
+      for (bool first = true;; first = false) {
+        const size_t comma = s.find(',', begin);
+        std::string_view item = s.substr(begin, comma == std::string_view::npos ? std::string_view::npos : comma - begin);
+        while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+        if (!first) list += ";\r\n";
+        list += item;
+        if (comma == std::string_view::npos) break;
+        begin = comma + 1;
+      }
+      appendJsonString(it->second, list);
+    }
+    return it->second;
+  }
   // "float, Scalar, " -> ["float","Scalar",""]
   const std::string& types(std::string_view s) {
     auto [it, fresh] = types_.try_emplace(s.data());
@@ -208,7 +244,7 @@ class JsonStringCache {
   }
 
  private:
-  std::unordered_map<const char*, std::string> names_, dims_, types_;
+  std::unordered_map<const char*, std::string> names_, dims_, types_, npu_dims_, npu_types_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -293,6 +329,8 @@ class HostTrack {
   }
   void pop() { ++pos_; }
   const Status& status() const { return cursor_.status(); }
+  // The ascend flavor leaves out the emulator's work inside a kernel: ops starting before this.
+  int64_t opaque_end = std::numeric_limits<int64_t>::min();
 
   // Nesting: shortens a slice that sticks out of the slice enclosing it. Returns the end.
   int64_t nest(int64_t start, int64_t end, int64_t* clamped) {
@@ -368,6 +406,7 @@ struct DeviceTask {
   std::string_view name;
   int64_t host_tid;
   bool comm = false;  // on the npu's communication stream (a collective)
+  int64_t host_start = 0;  // the launching op's start (the ascend flavor's launch flow)
 };
 
 class ChromeTraceExporter {
@@ -400,6 +439,11 @@ class ChromeTraceExporter {
   void renderDeviceTask(DeviceTask& t) const;
   std::string metadataEvent(const char* name, int pid, int64_t tid, const std::string& arg_key,
                             const std::string& arg_json) const;
+  bool ascend() const { return options_.ascend_trace_view; }
+  // `"ts":` of a recorded time: µs from the base, or (ascend flavor) a string of Unix µs.
+  void appendTs(std::string& s, int64_t t_ns) const;
+  // pid, tid, ts and dur of a complete event at recorded time `t_ns`.
+  void place(std::string& s, int64_t pid, int64_t tid, int64_t t_ns, int64_t dur_ns) const;
 
   TraceReader& reader_;
   std::string out_path_;
@@ -420,6 +464,7 @@ class ChromeTraceExporter {
   // Devices whose metadata is in the current part, or budgeted to be written with its device tasks.
   std::unordered_set<int32_t> announced_devices_, pending_device_metadata_;
   std::unordered_map<int64_t, int64_t> forward_thread_;  // sequence number -> tid of the forward op
+  std::unordered_map<int64_t, int64_t> tid_of_;  // recorded thread id -> its track's tid
   std::vector<DeviceTaskRow> real_tasks_;  // the page being written
   size_t real_pos_ = 0;
   bool real_done_ = true;
@@ -428,6 +473,24 @@ class ChromeTraceExporter {
   JsonStringCache strings_;
   std::string scratch_;
 };
+
+void ChromeTraceExporter::appendTs(std::string& s, int64_t t_ns) const {
+  s += "\"ts\":";
+  if (!ascend()) return appendMicros(s, t_ns - base_);
+  s += '"';
+  appendMicros(s, run_.wall_start_ns + (t_ns - run_.started_ns));
+  s += '"';
+}
+
+void ChromeTraceExporter::place(std::string& s, int64_t pid, int64_t tid, int64_t t_ns, int64_t dur_ns) const {
+  appendInt(s, pid);
+  s += ",\"tid\":";
+  appendInt(s, tid);
+  s += ',';
+  appendTs(s, t_ns);
+  s += ",\"dur\":";
+  appendMicros(s, dur_ns);
+}
 
 std::string ChromeTraceExporter::metadataEvent(const char* name, int pid, int64_t tid, const std::string& arg_key,
                                                const std::string& arg_json) const {
@@ -474,6 +537,7 @@ Status ChromeTraceExporter::setUp() {
   for (size_t i = 0; i < threads.size(); ++i) {
     ASSIGN_OR_RETURN(OpCursor cursor, reader_.openOpCursor(run_.id, threads[i].thread_id, options_.window));
     const int64_t tid = small_ids ? threads[i].thread_id : static_cast<int64_t>(i + 1);
+    tid_of_[threads[i].thread_id] = tid;
     tracks_.push_back(std::make_unique<HostTrack>(threads[i], tid, std::move(cursor)));
   }
   if (tracks_.empty() && !steps_.empty()) {
@@ -488,6 +552,26 @@ Status ChromeTraceExporter::setUp() {
     tracks_[main]->addSteps(std::move(step_ptrs));
   }
 
+  if (ascend()) {
+    if (run_.imported()) {
+      return invalidArgument("run " + std::to_string(run_.id) + " was imported (" + run_.source +
+                             "): torch_npu's trace_view.json is written for recorded runs");
+    }
+    options_.max_file_bytes = std::numeric_limits<uint64_t>::max();  // one file, as torch_npu writes it
+    options_.memory_counters = false;
+    host_metadata_ = metadataEvent("process_name", kHostPid, 0, "name", "\"Python\"");
+    host_metadata_ += ",\n" + metadataEvent("process_labels", kHostPid, 0, "labels", "\"CPU\"");
+    host_metadata_ += ",\n" + metadataEvent("process_sort_index", kHostPid, 0, "sort_index", "0");
+    for (size_t i = 0; i < tracks_.size(); ++i) {
+      const std::string tid = std::to_string(tracks_[i]->tid());
+      host_metadata_ += ",\n" + metadataEvent("thread_name", kHostPid, tracks_[i]->tid(), "name", "\"Thread " + tid + "\"");
+      host_metadata_ += ",\n" + metadataEvent("thread_sort_index", kHostPid, tracks_[i]->tid(), "sort_index",
+                                               std::to_string(i == main ? 0 : i + 1));
+    }
+    predicted_ = options_.device_stream && !tracks_.empty();
+    real_done_ = true;
+    return Status::ok();
+  }
   std::string title = "npuscope run " + std::to_string(run_.id);
   if (!run_.model.empty()) title += " " + run_.model;
   if (!run_.opt_level.empty()) title += " " + run_.opt_level;
@@ -561,7 +645,7 @@ Status ChromeTraceExporter::emitRealTask(const DeviceTaskRow& t) {
   s += "\",\"name\":";
   appendJsonString(s, t.name);
   s += ",\"pid\":";
-  appendPlacement(s, kDevicePidBase + t.device, t.stream, t.start_ns - base_, t.dur_ns);
+  place(s, kDevicePidBase + t.device, t.stream, t.start_ns, t.dur_ns);
   s += ",\"args\":{\"device\":";
   appendInt(s, t.device);
   s += ",\"stream\":";
@@ -604,6 +688,21 @@ Status ChromeTraceExporter::emitRealTask(const DeviceTaskRow& t) {
 std::string ChromeTraceExporter::deviceMetadata(int32_t device) {
   const std::string npu = "npu:" + std::to_string(device);
   const int pid = kDevicePidBase + device;
+  if (ascend()) {
+    const int hccl = pid + kAscendHcclPidOffset;
+    std::string s = metadataEvent("process_name", pid, 0, "name", "\"Ascend Hardware\"");
+    s += ",\n" + metadataEvent("process_labels", pid, 0, "labels", "\"NPU\"");
+    s += ",\n" + metadataEvent("process_sort_index", pid, 0, "sort_index", std::to_string(13 + 10 * device));
+    s += ",\n" + metadataEvent("thread_name", pid, kAscendComputeStream, "name",
+                               "\"Stream " + std::to_string(kAscendComputeStream) + "\"");
+    s += ",\n" + metadataEvent("thread_sort_index", pid, kAscendComputeStream, "sort_index",
+                               std::to_string(kAscendComputeStream));
+    s += ",\n" + metadataEvent("process_name", hccl, 0, "name", "\"HCCL\"");
+    s += ",\n" + metadataEvent("process_labels", hccl, 0, "labels", "\"NPU\"");
+    s += ",\n" + metadataEvent("process_sort_index", hccl, 0, "sort_index", std::to_string(15 + 10 * device));
+    s += ",\n" + metadataEvent("thread_name", hccl, 0, "name", "\"Group 0 Communication\"");
+    return s;
+  }
   std::string s = metadataEvent("process_name", pid, 0, "name", "\"" + npu + "\"");
   s += ",\n" + metadataEvent("process_sort_index", pid, 0, "sort_index", std::to_string(1 + device));
   s += ",\n" + metadataEvent("thread_name", pid, kDeviceTidBase + device, "name", "\"" + npu + " stream (predicted)\"");
@@ -620,7 +719,8 @@ Status ChromeTraceExporter::openPart() {
             ",\"otherData\":{\"generator\":\"npuscope\",\"run_id\":" +
             std::to_string(run_.id) + ",\"part\":" + std::to_string(part_index_) + ",\"base_ns\":" +
             std::to_string(base_) + "}}\n";
-  RETURN_IF_ERROR(part_.open(path, "{\"traceEvents\":[\n"));
+  if (ascend()) footer_ = "\n]\n";  // torch_npu's trace_view.json: the bare event array
+  RETURN_IF_ERROR(part_.open(path, ascend() ? "[\n" : "{\"traceEvents\":[\n"));
   summary_.files.push_back(path);
   announced_devices_.clear();
   pending_device_metadata_.clear();
@@ -656,11 +756,52 @@ Status ChromeTraceExporter::emit(const std::string& text) {
 void ChromeTraceExporter::renderDeviceTask(DeviceTask& t) const {
   std::string& s = t.text;
   s.clear();
+  if (ascend()) {
+    // As torch_npu writes a task: on its stream (a collective on the HCCL group lane), no
+    // category, the task's args; the launch flow from the op that launched it (the importer's
+    // link, connection_id = the op's id).
+    const AscendKernel k = ascendKernelFor(t.name);
+    const int64_t pid = kDevicePidBase + t.device + (t.comm ? kAscendHcclPidOffset : 0);
+    const int64_t tid = t.comm ? 0 : kAscendComputeStream;
+    s += "{\"ph\":\"X\",\"name\":";
+    appendJsonString(s, k.type);
+    s += ",\"pid\":";
+    place(s, pid, tid, t.start, t.dur);
+    s += ",\"args\":{\"Model Id\":4294967295,\"Task Type\":\"";
+    s += k.core;
+    s += "\",\"Physic Stream Id\":";
+    appendInt(s, t.comm ? 0 : kAscendComputeStream);
+    s += ",\"Task Id\":";
+    appendInt(s, t.op_id);
+    s += ",\"Batch Id\":0,\"Subtask Id\":4294967295,\"connection_id\":";
+    appendInt(s, t.op_id);
+    s += "}},\n{\"ph\":\"s\",\"bp\":\"e\",\"name\":\"HostToDevice";
+    appendInt(s, t.op_id);
+    s += "\",\"cat\":\"HostToDevice\",\"id\":\"";
+    appendInt(s, t.op_id);
+    s += "\",\"pid\":";
+    appendInt(s, kHostPid);
+    s += ",\"tid\":";
+    appendInt(s, t.host_tid);
+    s += ',';
+    appendTs(s, t.host_start);
+    s += "},\n{\"ph\":\"f\",\"bp\":\"e\",\"name\":\"HostToDevice";
+    appendInt(s, t.op_id);
+    s += "\",\"cat\":\"HostToDevice\",\"id\":\"";
+    appendInt(s, t.op_id);
+    s += "\",\"pid\":";
+    appendInt(s, pid);
+    s += ",\"tid\":";
+    appendInt(s, tid);
+    s += ',';
+    appendTs(s, t.start);
+    s += '}';
+    return;
+  }
   s += t.comm ? "{\"ph\":\"X\",\"cat\":\"communication\",\"name\":" : "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":";
   appendJsonString(s, t.name);
   s += ",\"pid\":";
-  appendPlacement(s, kDevicePidBase + t.device, kDeviceTidBase + (t.comm ? kCommTidOffset : 0) + t.device, t.start - base_,
-                  t.dur);
+  place(s, kDevicePidBase + t.device, kDeviceTidBase + (t.comm ? kCommTidOffset : 0) + t.device, t.start, t.dur);
   s += ",\"args\":{\"External id\":";
   appendInt(s, t.op_id);
   s += ",\"Host thread\":";
@@ -689,12 +830,12 @@ Status ChromeTraceExporter::bufferDeviceTask(DeviceTask t) {
 // its recorded start, or after the previous predicted step if that one is still running.
 Status ChromeTraceExporter::emitPredictedStep(const StepRow& st, int64_t host_tid) {
   ASSIGN_OR_RETURN(std::vector<OpSlice> ops, reader_.stepOps(run_.id, StepRange{st.step, st.step}));
-  std::unordered_map<int64_t, std::string_view> names;
+  std::unordered_map<int64_t, const OpSlice*> recorded;
   std::vector<PredictedInput> in;
   in.reserve(ops.size());
   for (const OpSlice& op : ops) {
     in.push_back(predictedInput(op));
-    names.emplace(op.id, op.name);
+    recorded.emplace(op.id, &op);
   }
   std::vector<PredictedOp> out;
   const PredictedStep p = predictStep(st.step, std::move(in), hostModelParamsFor(run_), &out);
@@ -702,11 +843,21 @@ Status ChromeTraceExporter::emitPredictedStep(const StepRow& st, int64_t host_ti
   const int64_t at = placer_.place(st.start_ns, p.step_ns);
   std::string& s = scratch_;
   for (const PredictedOp& o : out) {
+    const OpSlice& op = *recorded[o.id];
+    if (ascend()) {  // a real card's trace has the recorded host ops only, and the kernels
+      if (o.device_start_ns < 0) continue;
+      auto tid = tid_of_.find(op.thread_id);
+      DeviceTask t{o.device, at + o.device_start_ns, o.device_dur_ns, {}, o.id, op.name,
+                   tid == tid_of_.end() ? host_tid : tid->second, o.role == PredictedRole::kCollective};
+      t.host_start = op.start_ns;
+      RETURN_IF_ERROR(bufferDeviceTask(std::move(t)));
+      continue;
+    }
     s.clear();
     s += "{\"ph\":\"X\",\"cat\":\"predicted\",\"name\":";
-    s += strings_.name(names[o.id]);
+    s += strings_.name(op.name);
     s += ",\"pid\":";
-    appendPlacement(s, kHostPid, kPredictedHostTid, at + o.host_start_ns - base_, o.host_end_ns - o.host_start_ns);
+    place(s, kHostPid, kPredictedHostTid, at + o.host_start_ns, o.host_end_ns - o.host_start_ns);
     s += ",\"args\":{\"External id\":";
     appendInt(s, o.id);
     s += ",\"Step\":";
@@ -715,9 +866,18 @@ Status ChromeTraceExporter::emitPredictedStep(const StepRow& st, int64_t host_ti
     ++summary_.predicted_host_events;
     RETURN_IF_ERROR(emit(s));
     if (o.device_start_ns >= 0) {
-      RETURN_IF_ERROR(bufferDeviceTask(DeviceTask{o.device, at + o.device_start_ns, o.device_dur_ns, {}, o.id, names[o.id],
+      RETURN_IF_ERROR(bufferDeviceTask(DeviceTask{o.device, at + o.device_start_ns, o.device_dur_ns, {}, o.id, op.name,
                                                   host_tid, o.role == PredictedRole::kCollective}));
     }
+  }
+  if (options_.on_predicted_step) {
+    PredictedStepView v;
+    v.step = &st;
+    v.placed_at_ns = at;
+    v.prediction = &p;
+    v.ops = &out;
+    v.recorded = &ops;
+    return options_.on_predicted_step(v);
   }
   return Status::ok();
 }
@@ -767,11 +927,14 @@ Status ChromeTraceExporter::emitHost(HostTrack& track, const HostItem& item) {
   if (item.is_step) {
     const StepRow& st = *item.step;
     forward_thread_.clear();  // a step's backward ops follow its forward ops
-    s += "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#";
+    s += ascend() ? "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"ProfilerStep#"
+                  : "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#";
     appendInt(s, st.step);
     s += "\",\"pid\":";
-    appendPlacement(s, kHostPid, track.tid(), item.start - base_, end - item.start);
-    s += ",\"args\":{\"Step\":";
+    place(s, kHostPid, track.tid(), item.start, end - item.start);
+    s += ",\"args\":{";
+    if (ascend()) s += "\"Sequence number\":-1,\"Fwd thread id\":0,";
+    s += "\"Step\":";
     appendInt(s, st.step);
     if (st.loss) s += ",\"Loss\":", appendDouble(s, *st.loss);
     if (st.loss_scale) s += ",\"Loss scale\":", appendDouble(s, *st.loss_scale);
@@ -788,14 +951,37 @@ Status ChromeTraceExporter::emitHost(HostTrack& track, const HostItem& item) {
   }
 
   const OpSlice& op = item.op;
+  if (ascend()) {
+    if (item.start < track.opaque_end) return Status::ok();
+    if (hidesInnerOps(op)) track.opaque_end = end;
+  }
   s += "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":";
   s += strings_.name(op.name);
   s += ",\"pid\":";
-  appendPlacement(s, kHostPid, track.tid(), item.start - base_, end - item.start);
+  place(s, kHostPid, track.tid(), item.start, end - item.start);
   s += ",\"args\":{\"External id\":";
   appendInt(s, op.id);
   if (op.parent_id >= 0) s += ",\"Parent id\":", appendInt(s, op.parent_id);
   if (op.step >= 0) s += ",\"Step\":", appendInt(s, op.step);
+  if (ascend()) {  // torch_npu writes both on every op
+    s += ",\"Sequence number\":";
+    appendInt(s, op.seq_nr);
+    int64_t fwd = 0;
+    if (op.is_backward && op.seq_nr >= 0) {
+      auto it = forward_thread_.find(op.seq_nr);
+      if (it != forward_thread_.end()) fwd = it->second;
+    } else if (op.seq_nr >= 0) {
+      if (forward_thread_.size() > (1u << 20)) forward_thread_.clear();
+      forward_thread_[op.seq_nr] = track.tid();
+    }
+    s += ",\"Fwd thread id\":";
+    appendInt(s, fwd);
+    if (!op.input_shapes.empty()) s += ",\"Input Dims\":", s += strings_.npuDims(op.input_shapes);
+    if (!op.input_dtypes.empty()) s += ",\"Input type\":", s += strings_.npuTypes(op.input_dtypes);
+    s += "}}";
+    ++summary_.op_events;
+    return emit(s);
+  }
   if (op.seq_nr >= 0) s += ",\"Sequence number\":", appendInt(s, op.seq_nr);
   if (op.is_backward) {
     s += ",\"Backward\":1";
@@ -828,8 +1014,8 @@ Status ChromeTraceExporter::emitMemory(const MemorySample& m) {
   appendInt(s, m.device);
   s += "\",\"pid\":";
   appendInt(s, kDevicePidBase + m.device);
-  s += ",\"ts\":";
-  appendMicros(s, m.ts_ns - base_);
+  s += ',';
+  appendTs(s, m.ts_ns);
   s += ",\"args\":{\"allocated\":";
   appendInt(s, m.allocated);
   s += ",\"reserved\":";
@@ -846,6 +1032,7 @@ Status ChromeTraceExporter::emitMemory(const MemorySample& m) {
 }
 
 Status ChromeTraceExporter::emitStepCounters(const StepRow& st) {
+  if (ascend()) return Status::ok();
   auto counter = [&](const char* name, const char* key, double v) -> Status {
     if (!std::isfinite(v)) return Status::ok();  // counters need numbers
     std::string& s = scratch_;
@@ -854,8 +1041,8 @@ Status ChromeTraceExporter::emitStepCounters(const StepRow& st) {
     s += name;
     s += "\",\"pid\":";
     appendInt(s, kHostPid);
-    s += ",\"ts\":";
-    appendMicros(s, st.start_ns - base_);
+    s += ',';
+    appendTs(s, st.start_ns);
     s += ",\"args\":{\"";
     s += key;
     s += "\":";

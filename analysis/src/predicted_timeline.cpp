@@ -49,6 +49,11 @@ PredictedRole roleOf(const PredictedInput& op) {
 
 }  // namespace
 
+bool hidesInnerOps(const OpSlice& op) {
+  const PredictedRole r = roleOf(predictedInput(op));
+  return r == PredictedRole::kKernel || r == PredictedRole::kFallback;
+}
+
 double PredictedStep::deviceIdleShare() const {
   if (step_ns <= 0) return 0;
   if (devices == 0) return 1;

@@ -129,6 +129,7 @@ Status LoopSession::stop(const std::string& status, const std::string& results_j
   return first;
 }
 
+Status LoopSession::flush() { return impl_->stopped ? Status::ok() : impl_->session->flush(); }
 int64_t LoopSession::runId() const { return impl_->session->runId(); }
 int64_t LoopSession::currentStep() const { return impl_->session->currentStep(); }
 uint64_t LoopSession::recordedOps() const { return impl_->session->recordedOps(); }

@@ -178,6 +178,13 @@ void RecordingSession::overflow(const std::string& source, const std::string& op
   impl_->writer->addOverflow(o);
 }
 
+Status RecordingSession::flush() {
+  Impl& s = *impl_;
+  if (s.stopped) return Status::ok();
+  recorder::flushAll();
+  return s.writer->flush();
+}
+
 Status RecordingSession::stop(const std::string& status, const std::string& results_json) {
   Impl& s = *impl_;
   if (s.stopped) return Status::ok();

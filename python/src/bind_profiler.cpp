@@ -1,6 +1,8 @@
 // Recording from Python: the LoopSession that `npuscope.profile` and `npuscope run` drive.
+#include "npuscope/analysis/ascend_pt_export.h"
 #include "npuscope/analysis/cluster.h"
 #include "npuscope/profiler/loop_session.h"
+#include "npuscope/store/trace_reader.h"
 
 #include "bindings.h"
 
@@ -9,6 +11,34 @@ namespace npuscope::python {
 void bindProfiler(py::module_& root) {
   py::module_ m = root.def_submodule("profiler", "recording into npuscope trace files");
   m.def("rank_file_path", &cluster::rankFilePath, "the trace file of a rank of a job given one path");
+  // torch_npu.profiler's tensorboard_trace_handler: a run (or some of its steps) as an *_ascend_pt folder.
+  m.def(
+      "export_ascend_pt",
+      [](const std::string& db, int64_t run_id, std::optional<int64_t> first, std::optional<int64_t> last,
+         const std::string& dir, const std::string& worker, const std::string& config, const std::string& metadata) {
+        AscendPtOptions o;
+        o.run_id = run_id;
+        if (first || last) o.steps = StepRange{first.value_or(0), last.value_or(std::numeric_limits<int64_t>::max())};
+        o.worker_name = worker;
+        o.config_json = config;
+        o.metadata_json = metadata;
+        auto written = [&]() -> StatusOr<AscendPtSummary> {
+          py::gil_scoped_release release;  // errors are raised once the GIL is back
+          ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader, TraceReader::open(db));
+          return exportAscendPt(*reader, dir, o);
+        }();
+        const AscendPtSummary s = valueOrThrow(std::move(written));
+        py::dict d;
+        d["folder"] = s.folder;
+        d["host_ops"] = s.host_ops;
+        d["kernels"] = s.kernels;
+        d["steps"] = s.steps;
+        d["memory_records"] = s.memory_records;
+        d["collectives"] = s.collectives;
+        return d;
+      },
+      py::arg("db"), py::arg("run_id"), py::arg("first_step") = py::none(), py::arg("last_step") = py::none(),
+      py::arg("dir"), py::arg("worker_name") = "", py::arg("config_json") = "", py::arg("metadata_json") = "");
   m.def("check_schedule", [](const std::string& text) { throwIfError(profiler::Schedule::parse(text).status()); });
   py::class_<profiler::LoopSession>(m, "LoopSession")
       .def(py::init([](const std::string& path, const py::dict& run, const std::string& schedule, bool recordShapes,
@@ -51,6 +81,12 @@ void bindProfiler(py::module_& root) {
             return s.stop(status, results);
           },
           py::arg("status") = "completed", py::arg("results_json") = "")
+      .def(
+          "flush",
+          [](profiler::LoopSession& s) {
+            py::gil_scoped_release release;  // waits for the writer's commit
+            return s.flush();
+          })
       .def_property_readonly("run_id", &profiler::LoopSession::runId)
       .def_property_readonly("current_step", &profiler::LoopSession::currentStep)
       .def_property_readonly("recorded_ops", &profiler::LoopSession::recordedOps)

@@ -24,6 +24,7 @@ else:
 
     import npuscope as _npuscope
     from . import npu
+    from . import profiler
     from ._ops import (npu_confusion_transpose, npu_rms_norm, npu_rotary_mul, npu_fusion_attention, npu_swiglu,
                        fast_gelu, npu_fast_gelu, npu_scaled_masked_softmax, npu_format_cast, npu_format_cast_,
                        get_npu_format, EMULATED_OPS, not_emulated)

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,12 +35,34 @@
 
 namespace npuscope {
 
+struct PredictedStep;
+struct PredictedOp;
+
+// One predicted step as the exporter writes it (ChromeTraceOptions::on_predicted_step).
+struct PredictedStepView {
+  const StepRow* step = nullptr;
+  int64_t placed_at_ns = 0;                         // its predicted start on the recording's clock
+  const PredictedStep* prediction = nullptr;
+  const std::vector<PredictedOp>* ops = nullptr;    // host order, times from placed_at_ns
+  const std::vector<OpSlice>* recorded = nullptr;   // the step's recorded ops (PredictedOp::id = OpSlice::id)
+};
+
 struct ChromeTraceOptions {
   int64_t run_id = -1;                     // -1: the latest run
   uint64_t max_file_bytes = 256ull << 20;  // chrome://tracing's practical limit
   TimeWindow window;                       // only ops, steps and samples that start in it
   bool device_stream = true;               // the predicted host and npu stream tracks
   bool memory_counters = true;
+  // torch_npu's trace_view.json instead (ascend_pt_export.h): a bare JSON array, `ts` strings in
+  // Unix microseconds, ProfilerStep#N as cpu_op, the host process "Python" with "Thread N"
+  // threads, "Input Dims" / "Input type" as ";\r\n" lists; each npu an "Ascend Hardware"
+  // process whose "Stream 2" holds the predicted kernels under their Ascend op type
+  // (ascend_kernels.h) with torch_npu's task args and a HostToDevice flow from the launching op;
+  // collectives on an "HCCL" process's "Group 0 Communication". No predicted host lane, no
+  // counters, never split. Recorded runs only.
+  bool ascend_trace_view = false;
+  // Called with each predicted step once its events are written (an npu run's steps with kernels).
+  std::function<Status(const PredictedStepView&)> on_predicted_step;
 };
 
 struct ChromeTraceSummary {

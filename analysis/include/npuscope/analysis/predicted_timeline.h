@@ -126,6 +126,9 @@ PredictedStep predictStep(int64_t step, std::vector<PredictedInput> ops, const H
                           std::vector<PredictedOp>* out = nullptr);
 
 PredictedInput predictedInput(const OpSlice& op);
+// Whether the ops inside `op` are the emulator's own CPU work (it is a kernel or a host
+// fallback): no part of what a real host would run.
+bool hidesInnerOps(const OpSlice& op);
 // The parameters for a run: the default host model with the run's world size.
 HostModelParams hostModelParamsFor(const RunRow& run);
 // A collective's modeled duration (`name` hcom_allReduce_, ...; `bytes` its tensors).

@@ -56,6 +56,8 @@ class LoopSession {
   // ends the run with `status`. Returns the first error met.
   Status stop(const std::string& status = "completed", const std::string& results_json = "");
 
+  // RecordingSession::flush: what was recorded so far is in the file.
+  Status flush();
   int64_t runId() const;
   int64_t currentStep() const;
   uint64_t recordedOps() const;

@@ -87,6 +87,9 @@ class RecordingSession {
   // overflowed (npu::OverflowSite); the session records it as an overflow event of source
   // `first_op` linked to that op's op_events row. Public for the device's observer.
   void firstOverflowingOp(const npu::OverflowSite& site);
+  // Hands every op buffered so far to the writer and waits until it is committed, so a reader
+  // of the file sees the steps recorded so far (the run goes on). Not ok after a write error.
+  Status flush();
   // Stops recording, writes everything and ends the run with `status`.
   Status stop(const std::string& status = "completed", const std::string& results_json = "");
 
