@@ -31,11 +31,18 @@ int runExport(const ExportOptions& o) {
   }
   std::optional<StepRange> steps;
   if (!o.steps.empty()) {
-    long long a = 0, b = 0;
-    char tail = 0;
-    const int n = std::sscanf(o.steps.c_str(), "%lld-%lld%c", &a, &b, &tail);
-    if (n == 1) b = a;
-    if ((n != 1 && n != 2) || a < 0 || b < a) return fail("--steps: expected N or FIRST-LAST (e.g. 2-4), got '" + o.steps + "'");
+    // Whole non-negative numbers only: "2-x", "-2" and "5-3" are refused.
+    auto number = [](const std::string& t, int64_t* v) {
+      if (t.empty() || t.size() > 18 || t.find_first_not_of("0123456789") != std::string::npos) return false;
+      *v = std::stoll(t);
+      return true;
+    };
+    const size_t dash = o.steps.find('-');
+    int64_t a = 0, b = 0;
+    const bool ok = dash == std::string::npos
+                        ? number(o.steps, &a) && number(o.steps, &b)
+                        : number(o.steps.substr(0, dash), &a) && number(o.steps.substr(dash + 1), &b) && b >= a;
+    if (!ok) return fail("--steps: expected N or FIRST-LAST (e.g. 2-4), got '" + o.steps + "'");
     steps = StepRange{a, b};
   }
   if (o.max_file_mb <= 0) return fail("--max-file-mb: expected a positive size, got " + std::to_string(o.max_file_mb));

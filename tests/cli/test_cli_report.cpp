@@ -118,6 +118,46 @@ TEST(CliExport, ChromeTraceAndCsvFiles) {
   EXPECT_EQ(slurp(csv).rfind("Name,Self CPU %", 0), 0u);
 }
 
+// torch_npu's profiler folder of a recorded run: steps 3-5 only, read back by import with those
+// steps; a bad step range or a range without steps is one line and exit 1, nothing written.
+TEST(CliExport, AscendPtFolderOfSomeStepsImportsBack) {
+  const std::string& db = recordedDb();
+  const std::string dir = scratchPath("apt");
+  std::filesystem::remove_all(dir);
+  CliRun r = run("export " + db + " --ascend-pt " + dir + " --steps 3-5");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("ascend_pt folder of run 1: 3 steps"), std::string::npos) << r.out;
+  std::vector<std::filesystem::path> folders;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) folders.push_back(e.path());
+  ASSERT_EQ(folders.size(), 1u);
+  const std::string folder = folders[0].string();
+  EXPECT_EQ(folder.substr(folder.size() - 10), "_ascend_pt");
+  const nlohmann::json tv = nlohmann::json::parse(slurp(folder + "/ASCEND_PROFILER_OUTPUT/trace_view.json"));
+  ASSERT_TRUE(tv.is_array());
+  std::vector<std::string> steps;
+  for (const auto& e : tv) {
+    if (e.value("name", "").rfind("ProfilerStep#", 0) == 0) steps.push_back(e["name"]);
+  }
+  EXPECT_EQ(steps, (std::vector<std::string>{"ProfilerStep#3", "ProfilerStep#4", "ProfilerStep#5"}));
+  const std::string back = scratchPath("apt_back.db");
+  std::remove(back.c_str());
+  CliRun imp = run("import " + folder + " --db " + back);
+  ASSERT_EQ(imp.exit_code, 0) << imp.out;
+  EXPECT_EQ(sqlInt(back, "SELECT count(*) FROM steps"), 3);
+  EXPECT_EQ(sqlInt(back, "SELECT min(step) FROM steps"), 3);
+
+  for (const char* bad : {"5-3", "x", "2-x"}) {
+    CliRun b = run("export " + db + " --ascend-pt " + scratchPath("apt_bad") + " --steps " + std::string(bad));
+    EXPECT_EQ(b.exit_code, 1) << bad;
+    EXPECT_NE(b.out.find("--steps: expected N or FIRST-LAST"), std::string::npos) << b.out;
+  }
+  CliRun none = run("export " + db + " --ascend-pt " + scratchPath("apt_none") + " --steps 40-50");
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.out.find("has no recorded step in 40..50"), std::string::npos) << none.out;
+  EXPECT_EQ(std::count(none.out.begin(), none.out.end(), '\n'), 1) << none.out;
+  EXPECT_FALSE(std::filesystem::exists(scratchPath("apt_none")));
+}
+
 TEST(CliOps, CoverageOfTheCnnStep) {
   CliRun r = run("ops --model cnn --batch-size 8");
   ASSERT_EQ(r.exit_code, 0) << r.out;
