@@ -19,6 +19,7 @@
 
 #include "npuscope/analysis/ascend_kernels.h"
 #include "npuscope/analysis/chrome_trace.h"
+#include "npuscope/analysis/op_table_csv.h"
 #include "npuscope/analysis/predicted_timeline.h"
 #include "npuscope/store/version.h"
 
@@ -44,17 +45,6 @@ std::string number(double v) {
   char buf[40];
   std::snprintf(buf, sizeof(buf), "%.10g", v);
   return buf;
-}
-
-// A CSV field: quoted when it holds a comma, quote or line break.
-std::string csvField(const std::string& s) {
-  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + '"';
 }
 
 // torch_npu's shape cells: the list in triple quotes ("""32,3,224,224;64"""), N/A when empty.

@@ -775,27 +775,25 @@ void ChromeTraceExporter::renderDeviceTask(DeviceTask& t) const {
     appendInt(s, t.op_id);
     s += ",\"Batch Id\":0,\"Subtask Id\":4294967295,\"connection_id\":";
     appendInt(s, t.op_id);
-    s += "}},\n{\"ph\":\"s\",\"bp\":\"e\",\"name\":\"HostToDevice";
-    appendInt(s, t.op_id);
-    s += "\",\"cat\":\"HostToDevice\",\"id\":\"";
-    appendInt(s, t.op_id);
-    s += "\",\"pid\":";
-    appendInt(s, kHostPid);
-    s += ",\"tid\":";
-    appendInt(s, t.host_tid);
-    s += ',';
-    appendTs(s, t.host_start);
-    s += "},\n{\"ph\":\"f\",\"bp\":\"e\",\"name\":\"HostToDevice";
-    appendInt(s, t.op_id);
-    s += "\",\"cat\":\"HostToDevice\",\"id\":\"";
-    appendInt(s, t.op_id);
-    s += "\",\"pid\":";
-    appendInt(s, pid);
-    s += ",\"tid\":";
-    appendInt(s, tid);
-    s += ',';
-    appendTs(s, t.start);
-    s += '}';
+    s += "}}";
+    // The launch flow: from the op on its host thread to the task.
+    auto flow = [&](const char* ph, int64_t flow_pid, int64_t flow_tid, int64_t at) {
+      s += ",\n{\"ph\":\"";
+      s += ph;
+      s += "\",\"bp\":\"e\",\"name\":\"HostToDevice";
+      appendInt(s, t.op_id);
+      s += "\",\"cat\":\"HostToDevice\",\"id\":\"";
+      appendInt(s, t.op_id);
+      s += "\",\"pid\":";
+      appendInt(s, flow_pid);
+      s += ",\"tid\":";
+      appendInt(s, flow_tid);
+      s += ',';
+      appendTs(s, at);
+      s += '}';
+    };
+    flow("s", kHostPid, t.host_tid, t.host_start);
+    flow("f", pid, tid, t.start);
     return;
   }
   s += t.comm ? "{\"ph\":\"X\",\"cat\":\"communication\",\"name\":" : "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":";

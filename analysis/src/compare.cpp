@@ -1,4 +1,5 @@
 #include "npuscope/analysis/compare.h"
+#include "npuscope/analysis/op_table_csv.h"  // csvField
 
 #include <cfloat>
 #include <cmath>
@@ -24,16 +25,6 @@ std::string fmtDouble(const std::optional<double>& v) {
   s.precision(9);
   s << *v;
   return s.str();
-}
-
-std::string csvField(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
 }
 
 }  // namespace

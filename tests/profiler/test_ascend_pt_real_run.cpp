@@ -4,7 +4,6 @@
 // step, the kernels are the predicted timeline's (predictRun computes the same steps on its own),
 // and the importer reads the folder back with the same steps, host ops and kernels.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
 
 #include <nlohmann/json.hpp>
 
@@ -18,11 +17,10 @@
 
 #include "npuscope/analysis/ascend_pt_export.h"
 #include "npuscope/analysis/predicted_timeline.h"
-#include "npuscope/device/npu.h"
 #include "npuscope/import/import.h"
 #include "npuscope/profiler/session.h"
 #include "npuscope/store/trace_reader.h"
-#include "npuscope/workloads/models.h"
+#include "support/recorded_cnn_run.h"
 
 namespace npuscope::profiler {
 namespace {
@@ -57,39 +55,11 @@ std::vector<std::string> split(const std::string& s, char sep = ',') {
   return out;
 }
 
-// Records 5 steps of the CNN on npu:0 into `db`.
-void recordRun(const std::string& db) {
-  for (const char* s : {"", "-wal", "-shm"}) std::remove((db + s).c_str());
-  SessionOptions o;
-  o.path = db;
-  o.run.command = "test_ascend_pt_real_run";
-  o.run.model = "cnn";
-  auto session = RecordingSession::start(o);
-  ASSERT_TRUE(session.isOk()) << session.status().message();
-  torch::manual_seed(0);
-  auto model = workloads::makeModel("cnn");
-  ASSERT_TRUE(model.isOk());
-  std::shared_ptr<workloads::Model> net = *model;
-  net->to(npu::device(0));
-  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
-  const at::Tensor x = at::randn({16, 1, 28, 28}).to(npu::device(0));
-  const at::Tensor y = at::randint(0, 10, {16}, at::kLong).to(npu::device(0));
-  for (int i = 0; i < 5; ++i) {
-    opt.zero_grad();
-    at::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x), y);
-    loss.backward();
-    opt.step();
-    (*session)->step(StepMetrics{loss.item<double>(), 1.0});
-  }
-  ASSERT_TRUE((*session)->stop().isOk());
-}
-
 TEST(AscendPtOfARealRun, LaidOutAsTorchNpuWritesItAndImportsBack) {
   const std::string db = testing::TempDir() + "/npuscope_ascend_pt_real.db";
   const std::string dir = testing::TempDir() + "/npuscope_ascend_pt_out";
   fs::remove_all(dir);
-  recordRun(db);
-  if (HasFatalFailure()) return;
+  ASSERT_NO_FATAL_FAILURE(testing_support::recordCnnRun(db, 5, "test_ascend_pt_real_run"));
 
   auto reader = TraceReader::open(db);
   ASSERT_TRUE(reader.isOk()) << reader.status().message();
@@ -199,8 +169,7 @@ TEST(AscendPtOfARealRun, LaidOutAsTorchNpuWritesItAndImportsBack) {
 
 TEST(AscendPtOfARealRun, RefusesAStepRangeWithoutStepsAndAnImportedRun) {
   const std::string db = testing::TempDir() + "/npuscope_ascend_pt_refuse.db";
-  recordRun(db);
-  if (HasFatalFailure()) return;
+  ASSERT_NO_FATAL_FAILURE(testing_support::recordCnnRun(db, 5, "test_ascend_pt_real_run"));
   auto reader = TraceReader::open(db);
   ASSERT_TRUE(reader.isOk());
   AscendPtOptions o;

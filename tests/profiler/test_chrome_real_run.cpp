@@ -18,42 +18,19 @@
 #include "npuscope/device/npu.h"
 #include "npuscope/profiler/session.h"
 #include "support/chrome_trace_checks.h"
+#include "support/recorded_cnn_run.h"
 #include "npuscope/workloads/models.h"
 
 namespace npuscope::profiler {
 namespace {
 
-using namespace npuscope::testing_support;  // ns, Slice, checkedSlices
+using namespace npuscope::testing_support;  // ns, Slice, checkedSlices, recordCnnRun
 
 TEST(ChromeTraceOfARealRun, LoadsNestsAndKeepsBackwardInItsStep) {
   const std::string db = testing::TempDir() + "/npuscope_chrome_real.db";
   const std::string out = testing::TempDir() + "/npuscope_chrome_real.json";
-  for (const char* s : {"", "-wal", "-shm"}) std::remove((db + s).c_str());
   constexpr int kSteps = 4;
-  {
-    SessionOptions o;
-    o.path = db;
-    o.run.command = "test_chrome_real_run";
-    o.run.model = "cnn";
-    auto session = RecordingSession::start(o);
-    ASSERT_TRUE(session.isOk()) << session.status().message();
-    torch::manual_seed(0);
-    auto model = workloads::makeModel("cnn");
-    ASSERT_TRUE(model.isOk());
-    std::shared_ptr<workloads::Model> net = *model;
-    net->to(npu::device(0));
-    torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
-    const at::Tensor x = at::randn({16, 1, 28, 28}).to(npu::device(0));
-    const at::Tensor y = at::randint(0, 10, {16}, at::kLong).to(npu::device(0));
-    for (int i = 0; i < kSteps; ++i) {
-      opt.zero_grad();
-      at::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x), y);
-      loss.backward();
-      opt.step();
-      (*session)->step(StepMetrics{loss.item<double>(), 1.0});
-    }
-    ASSERT_TRUE((*session)->stop().isOk());
-  }
+  ASSERT_NO_FATAL_FAILURE(recordCnnRun(db, kSteps, "test_chrome_real_run"));
   auto reader = TraceReader::open(db);
   ASSERT_TRUE(reader.isOk()) << reader.status().message();
   auto summary = exportChromeTrace(**reader, out);
