@@ -20,6 +20,7 @@
 #include "chrome_parser.h"
 #include "json_stream.h"
 #include "npuscope/store/trace_writer.h"
+#include "ascend_csv.h"
 #include "text.h"
 #include "torch_npu_db.h"
 #include "trace_model.h"
@@ -145,7 +146,9 @@ std::string mainFileOf(const RankSource& r) {
   if (r.format != "torch_npu") return r.path;
   const std::string output = ascendFolder(r.path)->output;
   const std::string db = torchNpuDbIn(output);
-  return db.empty() ? join(output, "trace_view.json") : db;
+  if (!db.empty()) return db;
+  const std::string trace = join(output, "trace_view.json");
+  return isFile(trace) ? trace : join(output, "kernel_details.csv");
 }
 
 // A queue of batches between two threads, bounded so a fast stage waits for a slow one.
@@ -378,16 +381,6 @@ void applyKinetoMetadata(const std::string& json, TraceModel& model) {
 }
 
 // A CSV header's columns by name; one line naming the file and the first needed column missing.
-StatusOr<std::map<std::string, size_t>> csvColumns(const std::string& file, const std::vector<std::string>& header,
-                                                   std::initializer_list<const char*> needed) {
-  std::map<std::string, size_t> col;
-  for (size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
-  for (const char* need : needed) {
-    if (!col.count(need)) return invalidArgument(file + ": line 1: no column '" + need + "'");
-  }
-  return col;
-}
-
 // torch_npu's memory_record.csv: the PyTorch allocator's rows (Component PTA), in bytes.
 Status readAscendMemory(const std::string& file, TraceModel& model, int32_t* device) {
   ASSIGN_OR_RETURN(std::string text, readText(file));
@@ -474,6 +467,17 @@ Status readKernelDetails(const std::string& file, TraceModel& model) {
   return Status::ok();
 }
 
+// A folder without the timeline: its kernel_details.csv and communication.json (ascend_csv.h).
+Status readKernelTasks(const std::string& file, const std::string& communication, TraceModel& model) {
+  ASSIGN_OR_RETURN(std::string text, readText(file));
+  std::map<std::string, CollectiveInfo> collectives;
+  if (isFile(communication)) {
+    auto json = readText(communication);
+    if (json.isOk()) collectives = parseCommunication(*json);
+  }
+  return addKernelTasks(file, std::move(text), collectives, model);
+}
+
 // The job's size when the run's metadata gives it: {"distributed_args": {"world_size": N}} (what
 // Megatron-style jobs add with torch_npu's add_metadata), -1 otherwise.
 int64_t worldSizeOf(const nlohmann::json& metadata) {
@@ -523,8 +527,14 @@ Status readAscend(const std::string& path, TraceModel& model, JsonEventStream& s
       nlohmann::json info = nlohmann::json::parse(text, nullptr, false);
       if (info.is_discarded()) return invalidArgument(join(f.root, n) + ": malformed JSON");
       meta["profiler_info"] = info;
+      // rank_id: a number, or (newer torch_npu) its digits as a string.
       if (info.is_object() && info.contains("rank_id") && info["rank_id"].is_number_integer()) {
         model.setRank(info["rank_id"].get<int64_t>(), -1);
+      } else if (info.is_object() && info.contains("rank_id") && info["rank_id"].is_string()) {
+        const std::string r = info["rank_id"].get<std::string>();
+        if (!r.empty() && r.size() <= 9 && r.find_first_not_of("0123456789") == std::string::npos) {
+          model.setRank(std::stoll(r), -1);
+        }
       }
     } else if (n == "profiler_metadata.json") {
       ASSIGN_OR_RETURN(std::string text, readText(join(f.root, n)));
@@ -543,10 +553,23 @@ Status readAscend(const std::string& path, TraceModel& model, JsonEventStream& s
   if (isFile(memory)) RETURN_IF_ERROR(readAscendMemory(memory, model, &device));
   model.setDefaultDevice(device);
   const std::string trace = join(f.output, "trace_view.json");
-  if (!isFile(trace)) {
-    return invalidArgument(f.output + ": no trace_view.json or ascend_pytorch_profiler_*.db (no parsed profile in it)");
-  }
   const std::string kernels = join(f.output, "kernel_details.csv");
+  // What the run came from, and what the folder lacks.
+  nlohmann::json files = nlohmann::json::array(), missing = nlohmann::json::array();
+  for (const char* n : {"trace_view.json", "kernel_details.csv", "step_trace_time.csv", "memory_record.csv",
+                        "operator_memory.csv", "communication.json", "communication_matrix.json"}) {
+    (isFile(join(f.output, n)) ? files : missing).push_back(n);
+  }
+  meta["files"] = files;
+  if (!isFile(trace)) {
+    if (!isFile(kernels)) {
+      return invalidArgument(f.output + ": no trace_view.json, ascend_pytorch_profiler_*.db or kernel_details.csv "
+                             "(no parsed profile in it)");
+    }
+    meta["missing"] = missing;
+    model.setMetadata(jsonText(nlohmann::json{{"source", meta}}));
+    return readKernelTasks(kernels, join(f.output, "communication.json"), model);
+  }
   if (isFile(kernels)) RETURN_IF_ERROR(readKernelDetails(kernels, model));
   model.setMetadata(jsonText(nlohmann::json{{"source", meta}}));
   return readChrome(trace, model, stream, progress);

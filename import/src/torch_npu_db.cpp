@@ -172,8 +172,27 @@ Status Reader::open() {
     return invalidArgument(file_ + ": corrupt SQLite database: truncated (" + std::to_string(file_size_) + " of " +
                            std::to_string(want) + " bytes)");
   }
+  // The source stays untouched, also on a read-only mount: without WAL pages beside it the file
+  // is opened immutable (no -shm / -wal files made, no locks taken); with them (a profiler still
+  // writing, or not checkpointed) read-only, so their pages are read too.
   sqlite3* raw = nullptr;
-  const int rc = sqlite3_open_v2(file_.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
+  int rc;
+  if (!wal_pages) {
+    std::string uri = "file:";
+    for (char c : file_) {  // percent-encode what a URI path cannot hold as is
+      if (c == '%' || c == '?' || c == '#') {
+        char hex[4];
+        std::snprintf(hex, sizeof(hex), "%%%02X", static_cast<unsigned char>(c));
+        uri += hex;
+      } else {
+        uri += c;
+      }
+    }
+    uri += "?immutable=1";
+    rc = sqlite3_open_v2(uri.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI, nullptr);
+  } else {
+    rc = sqlite3_open_v2(file_.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
+  }
   db_ = ScopedDb(raw);
   if (rc != SQLITE_OK) return ioError(file_ + ": cannot open: " + (raw ? sqlite3_errmsg(raw) : "out of memory"));
   sqlite3_busy_timeout(db_.get(), 5000);

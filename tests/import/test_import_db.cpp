@@ -4,6 +4,7 @@
 // on trace_view.json (test_import.cpp). A hand-written db pins the mapping of each table; variants
 // of the sample's db check reading by column name, missing tables and every refusal.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -40,6 +41,39 @@ const std::string kTasks =
     " FROM device_tasks t JOIN strings n ON n.id = t.name_id JOIN strings y ON y.id = t.type_id"
     " LEFT JOIN strings s ON s.id = t.shapes_id LEFT JOIN ops o ON o.id = t.op_id ORDER BY 5, 4, 1, 2";
 const std::string kMemory = "SELECT ts_ns, device, allocated, reserved FROM memory ORDER BY 1, 3";
+
+// torch_npu writes its db in WAL mode; opening it as a normal database (even read-only) makes
+// -shm / -wal files in the user's folder and fails on a read-only mount. The import must leave
+// the folder as it found it: the same files, byte for byte, with the same modification times.
+TEST_F(ImportTest, ImportingADbExportLeavesItsFolderUntouched) {
+  SKIP_WITHOUT_SAMPLE_DB();
+  const std::string folder = path("export_ascend_pt/ASCEND_PROFILER_OUTPUT");
+  const std::string db = folder + "/ascend_pytorch_profiler_0.db";
+  ASSERT_EQ(std::system(("mkdir -p '" + folder + "' && cp '" + kSampleDb + "' '" + db + "'").c_str()), 0);
+  {  // as torch_npu leaves it: journal_mode WAL, checkpointed on close (no -wal beside it)
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    char* err = nullptr;
+    ASSERT_EQ(sqlite3_exec(h, "PRAGMA journal_mode=WAL", nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+    sqlite3_close(h);
+  }
+  auto listing = [&] {
+    std::string out;
+    FILE* p = ::popen(("cd '" + path("export_ascend_pt") + "' && find . -type f -exec stat -c '%n %s %Y' {} + | sort && "
+                       "find . -type f -exec md5sum {} + | sort").c_str(), "r");
+    char buf[512];
+    while (p && std::fgets(buf, sizeof(buf), p)) out += buf;
+    if (p) ::pclose(p);
+    return out;
+  };
+  const std::string before = listing();
+  ASSERT_NE(before.find("ascend_pytorch_profiler_0.db"), std::string::npos) << before;
+  ASSERT_EQ(before.find("-wal"), std::string::npos) << before;
+  auto r = importPath(path("export_ascend_pt"), path("out.db"));
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  EXPECT_EQ(r->runs.at(0).host_ops, 1885);
+  EXPECT_EQ(listing(), before);
+}
 
 TEST_F(ImportTest, TorchNpuDbOfTheSampleAgreesWithItsTextExport) {
   SKIP_WITHOUT_SAMPLE_DB();

@@ -1,0 +1,40 @@
+// torch_npu's profiler CSV and JSON files read into a TraceModel: the column lookup every CSV
+// reader uses, and the folders without the timeline (kernel_details.csv as the device tasks,
+// communication.json's collective groups). In memory, so the fuzzer reaches them without files.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "npuscope/store/status.h"
+#include "trace_model.h"
+
+namespace npuscope::import {
+
+// Column name -> index of a CSV header; an error naming `file` and the first missing column.
+StatusOr<std::map<std::string, size_t>> csvColumns(const std::string& file, const std::vector<std::string>& header,
+                                                   std::initializer_list<const char*> needed);
+
+// A collective of communication.json ("{op}@{group}" keys per step, p2p and collective).
+struct CollectiveInfo {
+  std::string group;
+  int64_t bytes = -1;  // the largest Transit Size(MB) of its links, in bytes; -1: none
+};
+// op name -> its group and bytes; empty when the text is not such a JSON object (a folder's
+// collectives then have no group, which costs no more than that).
+std::map<std::string, CollectiveInfo> parseCommunication(std::string_view json_text);
+
+// kernel_details.csv (`csv`, read from `file`) as the run's device tasks, for a folder without
+// the timeline: each row a task on the "Ascend Hardware" process's stream (Stream ID) with its op
+// type, core, input shapes and dtypes; COMMUNICATION / HCCL rows on an "HCCL" group lane with
+// their group and bytes from `collectives`; each Step Id a step from its first kernel's start to
+// its last kernel's end. A row without a readable Start Time(us) or Duration(us) is refused
+// ("FILE: line N: bad Duration(us) 'x'").
+Status addKernelTasks(const std::string& file, std::string csv, const std::map<std::string, CollectiveInfo>& collectives,
+                      TraceModel& model);
+
+}  // namespace npuscope::import

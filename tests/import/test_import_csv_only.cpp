@@ -1,0 +1,69 @@
+// torch_npu folders without the timeline (data_simplification, newer levels): the real Qwen3-0.6B
+// export of a 910B (tests/data/traces/ascend_qwen3_rank0_ascend_pt: kernel_details.csv,
+// step_trace_time.csv, memory_record.csv, communication.json, no trace_view.json or db) imports
+// as device tasks, its step and memory. The expected figures were counted with Python's csv
+// module on the source files; the step's span is step_trace_time.csv's Stage.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "import_fixture.h"
+#include "npuscope/import/import.h"
+
+namespace npuscope::import {
+namespace {
+
+using namespace npuscope::import::test;
+
+const std::string kQwen3 = kTraces + "/ascend_qwen3_rank0_ascend_pt";
+
+TEST_F(ImportTest, CsvOnlyFolderImportsItsKernelsStepAndMemory) {
+  const std::string db = path("qwen3.db");
+  auto r = importPath(kQwen3, db);
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  ASSERT_EQ(r->runs.size(), 1u);
+  const RunSummary& run = r->runs[0];
+  EXPECT_EQ(run.rank, 0);
+  EXPECT_EQ(run.host_ops, 0);
+  EXPECT_EQ(run.device_tasks, 2463);   // kernel_details.csv's rows
+  EXPECT_EQ(run.steps, 1);
+  EXPECT_EQ(run.memory_samples, 9309);  // memory_record.csv's PTA rows
+  bool said = false;
+  for (const std::string& n : run.notes) said |= n.find("no host ops: the folder has no timeline") != std::string::npos;
+  EXPECT_TRUE(said);
+
+  EXPECT_EQ(q(db, "SELECT step FROM steps"), 13);
+  EXPECT_EQ(q(db, "SELECT dur_ns FROM steps"), 810022360);  // first kernel start to last kernel end
+  // Types from the Type column (112 rows of RmsNorm); the 15 COMMUNICATION rows are collectives,
+  // 4 of them in group 5862276114690318097 by communication.json's "{op}@{group}" keys.
+  EXPECT_EQ(q(db, "SELECT count(*) FROM device_tasks t JOIN strings y ON y.id = t.type_id WHERE y.value = 'HCCL'"), 15);
+  EXPECT_EQ(q(db, "SELECT count(*) FROM device_tasks WHERE comm_group = '5862276114690318097'"), 4);
+  EXPECT_EQ(q(db, "SELECT count(*) FROM device_tasks t JOIN strings y ON y.id = t.type_id WHERE y.value = 'RmsNorm'"), 112);
+  EXPECT_EQ(q(db, "SELECT sum(dur_ns) FROM device_tasks"), 651464360);  // the Duration(us) column summed
+  EXPECT_EQ(qs(db, "SELECT DISTINCT s.value FROM device_tasks t JOIN strings s ON s.id = t.shapes_id"
+                   " JOIN strings n ON n.id = t.name_id WHERE n.value = 'aclnnEmbedding_GatherV2AiCore_GatherV2'"),
+            "[[151936, 1024], [1, 4096], [1]]");
+  const std::string meta = qs(db, "SELECT config_json FROM runs");
+  EXPECT_NE(meta.find("\"missing\":[\"trace_view.json\""), std::string::npos) << meta;
+}
+
+TEST_F(ImportTest, CsvOnlyFolderRefusesBadRowsInOneLine) {
+  const std::string header = "Step Id,Name,Type,Accelerator Core,Start Time(us),Duration(us)\n";
+  write("nodur_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", "Step Id,Name,Type,Start Time(us)\n1,a,A,5\t\n");
+  expectRefused(path("nodur_ascend_pt"), "kernel_details.csv: line 1: no column 'Duration(us)'");
+  write("baddur_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", header + "1,a,A,AI_CORE,5.0\t,x\n");
+  expectRefused(path("baddur_ascend_pt"), "kernel_details.csv: line 2: bad Duration(us) 'x'");
+  write("negdur_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", header + "1,a,A,AI_CORE,5.0\t,-3\n");
+  expectRefused(path("negdur_ascend_pt"), "kernel_details.csv: line 2: bad Duration(us) '-3'");
+  write("badts_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", header + "1,a,A,AI_CORE,soon,1\n");
+  expectRefused(path("badts_ascend_pt"), "kernel_details.csv: line 2: bad Start Time(us) 'soon'");
+  // A broken communication.json costs the collectives their groups, not the import.
+  write("comm_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", header + "1,hcom_allReduce__1,hcom_allReduce_,COMMUNICATION,5.0\t,2\n");
+  write("comm_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json", "{not json");
+  auto r = importPath(path("comm_ascend_pt"), path("comm.db"));
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  EXPECT_EQ(r->runs.at(0).device_tasks, 1);
+}
+
+}  // namespace
+}  // namespace npuscope::import
