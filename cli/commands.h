@@ -16,5 +16,6 @@ void addRunCommand(Commands& cli);
 void addImportCommand(Commands& cli);
 void addDumpCommand(Commands& cli);
 void addCompareCommand(Commands& cli);
+void addCalibrateCommand(Commands& cli);
 
 }  // namespace npuscope::cli

@@ -577,6 +577,32 @@ Status readAscend(const std::string& path, TraceModel& model, JsonEventStream& s
 
 }  // namespace
 
+int64_t CsvTable::column(const std::string& name) const {
+  for (size_t i = 0; i < header.size(); ++i) {
+    if (header[i] == name) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+StatusOr<CsvTable> kernelDetailsTable(const std::string& path) {
+  CsvTable t;
+  if (isFile(path)) {
+    t.path = path;
+  } else if (auto f = ascendFolder(path)) {
+    t.path = join(f->output, "kernel_details.csv");
+    if (!isFile(t.path)) return notFound(f->output + ": no kernel_details.csv");
+  } else {
+    return notFound(path + ": no such file, or not a torch_npu *_ascend_pt folder");
+  }
+  ASSIGN_OR_RETURN(std::string text, readText(t.path));
+  CsvReader csv(std::move(text));
+  auto header = csv.next();
+  if (!header) return invalidArgument(t.path + ": empty (expected torch_npu's kernel_details.csv header)");
+  t.header = std::move(*header);
+  while (auto row = csv.next()) t.rows.push_back(std::move(*row));
+  return t;
+}
+
 StatusOr<std::string> detectFormat(const std::string& path) {
   ASSIGN_OR_RETURN(std::vector<RankSource> ranks, sourcesOf(path));
   if (isDir(path) && !ascendFolder(path)) return std::string("cluster");

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -88,6 +89,40 @@ TEST(CliImport, CsvOnlyRankFoldersImportAsAJob) {
               std::string::npos)
         << r.out;
   }
+}
+
+// `npuscope calibrate` on the real Qwen3 export: every kernel read (2463), the compute kernels'
+// time equal to the export's own step_trace_time.csv Computing (231290.1 us), MatMulV3's 280
+// calls (counted with Python's csv module), the uncosted share stated; bad input is one line.
+TEST(CliCalibrate, QwenKernelsAgainstTheModel) {
+  const std::string qwen3 = std::string(NPUSCOPE_TRACES) + "/ascend_qwen3_rank0_ascend_pt";
+  CliRun r = run("calibrate " + qwen3);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("kernel_details.csv: 2463 kernels"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("of the 231290.1 us of compute kernels"), std::string::npos) << r.out;
+  r = run("calibrate --json " + qwen3 + "/ASCEND_PROFILER_OUTPUT/kernel_details.csv", false);
+  ASSERT_EQ(r.exit_code, 0);
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(j["compute_us"].get<double>(), 231290.1, 0.01);
+  int64_t matmul = -1;
+  double share = 0;
+  for (const auto& t : j["types"]) {
+    if (t["type"] == "MatMulV3") matmul = t["calls"];
+    share += t["share"].get<double>();
+    EXPECT_GT(t["geomean"].get<double>(), 0);
+  }
+  EXPECT_EQ(matmul, 280);
+  EXPECT_NEAR(share + j["uncosted_share"].get<double>(), 1.0, 1e-9);
+
+  r = run("calibrate " + scratchPath("nothing_here"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("no such file, or not a torch_npu *_ascend_pt folder"), std::string::npos) << r.out;
+  const std::string bad = scratchPath("kd.csv");
+  std::ofstream(bad) << "Type,Duration(us)\nAdd,3\n";
+  r = run("calibrate " + bad);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("no column 'Input Shapes' (calibrate needs the kernels' shapes)"), std::string::npos) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
 }
 
 TEST(CliImport, BadPathIsOneLine) {

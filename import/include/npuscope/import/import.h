@@ -40,6 +40,19 @@ struct Summary {
   std::string warning;
 };
 
+// A CSV file's cells: its header, and each record's fields (a record may be shorter).
+struct CsvTable {
+  std::string path;
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  // The index of column `name`, -1 when there is none.
+  int64_t column(const std::string& name) const;
+};
+
+// torch_npu's kernel_details.csv read as the importer reads it (quotes, tab-ended cells). PATH:
+// the CSV itself, an *_ascend_pt folder or its ASCEND_PROFILER_OUTPUT. Errors name the file.
+StatusOr<CsvTable> kernelDetailsTable(const std::string& path);
+
 // What PATH is, for messages and the GUI: kineto | torch_npu | cluster; an error when it is none.
 StatusOr<std::string> detectFormat(const std::string& path);
 
