@@ -521,5 +521,19 @@ TEST(Screenshots, ClusterOfARealTwoRankJob) {
   QDir(dir).removeRecursively();
 }
 
+// A torch_npu folder without the timeline (the real Qwen3 910B export: kernels, step, memory and
+// collectives, no host ops), imported by the CLI and opened: the timeline shows the device
+// tasks alone, the step band over them.
+TEST(Screenshots, CsvOnlyTorchNpuExportOfAnLlm) {
+  npuscope::testing::ensureApp();
+  const QString db = QDir::tempPath() + QString("/npuscope_gui_qwen3_%1.db").arg(::getpid());
+  QFile::remove(db);
+  ASSERT_NO_FATAL_FAILURE(runCli({"import", QString(NPUSCOPE_TRACES) + "/ascend_qwen3_rank0_ascend_pt", "--db", db}));
+  MainWindow w;
+  ASSERT_NO_FATAL_FAILURE(showFile(w, db.toStdString()));
+  save(&w, "torch_npu_csv_only_qwen3");
+  QFile::remove(db);
+}
+
 }  // namespace
 }  // namespace npuscope::gui
