@@ -64,18 +64,9 @@ Status addKernelTasks(const std::string& file, std::string text, const std::map<
                c_dur = col["Duration(us)"], c_core = optional("Accelerator Core"), c_shapes = optional("Input Shapes"),
                c_dtypes = optional("Input Data Types"), c_stream = optional("Stream ID"),
                c_step = optional("Step Id"), c_device = optional("Device_id");
-  auto meta = [&](int64_t pid, int64_t tid, std::string_view what, std::string_view name) {
-    EventFields m;
-    m.ph = "M";
-    m.name = what;
-    m.pid = pid;
-    m.tid = tid;
-    m.arg_name = name;
-    model.addEvent(m);
-  };
-  meta(kCsvHardwarePid, 0, "process_name", "Ascend Hardware");
-  meta(kCsvHcclPid, 0, "process_name", "HCCL");
-  meta(kCsvHcclPid, 0, "thread_name", "Group 0 Communication");
+  model.addName(kCsvHardwarePid, 0, "process_name", "Ascend Hardware");
+  model.addName(kCsvHcclPid, 0, "process_name", "HCCL");
+  model.addName(kCsvHcclPid, 0, "thread_name", "Group 0 Communication");
   std::map<int64_t, std::pair<int64_t, int64_t>> steps;  // Step Id -> first start, last end
   int64_t rows = 0;
   auto unquote = [](std::string_view v) {

@@ -105,15 +105,7 @@ class Reader {
     return v;
   }
   // Names a process or thread (`what`: process_name / thread_name) as trace_view.json's M events do.
-  void name(int64_t pid, int64_t tid, const char* what, std::string_view value) {
-    EventFields m;
-    m.ph = "M";
-    m.name = what;
-    m.pid = pid;
-    m.tid = tid;
-    m.arg_name = value;
-    model_.addEvent(m);
-  }
+  void name(int64_t pid, int64_t tid, const char* what, std::string_view value) { model_.addName(pid, tid, what, value); }
 
   Status readPytorchApi();
   Status readCannApi();

@@ -63,6 +63,16 @@ class TraceModel {
       : source_(std::move(source)), path_(std::move(path)), strings_(strings) {}
 
   void addEvent(const EventFields& e);
+  // Names a process or thread (`what`: process_name / thread_name), as a trace's M events do.
+  void addName(int64_t pid, int64_t tid, std::string_view what, std::string_view value) {
+    EventFields m;
+    m.ph = "M";
+    m.name = what;
+    m.pid = pid;
+    m.tid = tid;
+    m.arg_name = value;
+    addEvent(m);
+  }
   // A torch_npu memory_record.csv sample (bytes; device index).
   void addMemory(const MemoryRecord& m) { memory_.push_back(m); }
   // A step known from elsewhere (torch_npu's STEP_TIME); used when no host op is ProfilerStep#N.
