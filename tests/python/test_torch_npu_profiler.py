@@ -41,6 +41,7 @@ for i in range({steps}):
     {step_call}
 prof.stop()
 print("FOLDERS", len(prof.folders))
+prof.export_chrome_trace("last_cycle.json")
 """
 
 
@@ -100,6 +101,11 @@ def test_one_folder_per_active_cycle_with_its_steps(tmp_path, cli):
     # Cycles: steps 0 wait, 1 warmup, 2-3 active; 4 wait, 5 warmup, 6-7 active; then none.
     assert [profiler_steps(f) for f in folders] == [[2, 3], [6, 7]]
     assert imported_steps(cli, folders[1], str(tmp_path / "back.db")) == [6, 7]
+    # export_chrome_trace: the last cycle's timeline, as torch_npu's trace_view.json.
+    with open(tmp_path / "last_cycle.json") as f:
+        last = json.load(f)
+    assert sorted(e["name"] for e in last if e.get("name", "").startswith("ProfilerStep#")) == \
+        ["ProfilerStep#6", "ProfilerStep#7"]
     # npuscope's own file holds only the active steps.
     from conftest import query
     assert [r[0] for r in query(str(tmp_path / "out" / "npuscope.db"), "SELECT step FROM steps ORDER BY step")] == \
