@@ -335,7 +335,8 @@ void TraceModel::addEvent(const EventFields& e) {
   if (e.queue_correlation) queue_of_[index] = *e.queue_correlation;
   if (e.bytes) {
     bytes_of_[index] = *e.bytes;
-  } else if (e.count && !e.data_type.empty() && dtypeBytes(e.data_type) > 0) {
+  } else if (e.count && *e.count >= 0 && !e.data_type.empty() && dtypeBytes(e.data_type) > 0 &&
+             *e.count <= INT64_MAX / dtypeBytes(e.data_type)) {  // a count no tensor has: bytes unknown
     bytes_of_[index] = *e.count * dtypeBytes(e.data_type);
   }
   StringTable& strings = strings_;

@@ -65,5 +65,25 @@ TEST_F(ImportTest, CsvOnlyFolderRefusesBadRowsInOneLine) {
   EXPECT_EQ(r->runs.at(0).device_tasks, 1);
 }
 
+// A collective's bytes are its count times its dtype's size; a count no tensor has (found by
+// fuzz_chrome_events: 4e18 elements of INT32 overflowed) leaves the bytes unknown instead.
+TEST_F(ImportTest, ACollectivesBytesFromCountAndDtypeWithoutOverflow) {
+  const std::string events = R"([
+    {"ph": "M", "name": "process_name", "pid": 7, "tid": 0, "args": {"name": "HCCL"}},
+    {"ph": "M", "name": "thread_name", "pid": 7, "tid": 1, "args": {"name": "Group 1 Communication"}},
+    {"ph": "X", "name": "hcom_allReduce__1", "pid": 7, "tid": 1, "ts": "10.000", "dur": 5,
+     "args": {"count": 1024, "data_type": "INT32"}},
+    {"ph": "X", "name": "hcom_allReduce__2", "pid": 7, "tid": 1, "ts": "20.000", "dur": 5,
+     "args": {"count": 4097666319462527994, "data_type": "INT32"}}
+  ])";
+  write("hccl_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json", events);
+  const std::string db = path("hccl.db");
+  auto r = importPath(path("hccl_ascend_pt"), db);
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  EXPECT_EQ(q(db, "SELECT count(*) FROM device_tasks"), 2);
+  EXPECT_EQ(q(db, "SELECT bytes FROM device_tasks ORDER BY start_ns LIMIT 1"), 4096);
+  EXPECT_EQ(q(db, "SELECT count(*) FROM device_tasks WHERE bytes IS NULL"), 1);
+}
+
 }  // namespace
 }  // namespace npuscope::import
