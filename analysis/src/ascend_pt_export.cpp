@@ -80,6 +80,7 @@ class Writer {
 
  private:
   Status pickFolder(const std::string& dir);
+  Status writeAll();  // every file of the folder
   Status predicted(const PredictedStepView& v);
   std::string wall(int64_t t_ns) const { return micros(run_.wall_start_ns + (t_ns - run_.started_ns)); }
   Status writeFile(const std::string& name, const std::string& text) const;
@@ -100,6 +101,7 @@ class Writer {
   std::vector<StepRow> steps_;
   TimeWindow window_;
   std::string output_;  // ASCEND_PROFILER_OUTPUT
+  bool created_ = false;  // the folder is this export's (removed again when it fails)
   std::vector<Kernel> kernels_;
   std::unordered_map<int64_t, int64_t> device_ns_of_op_;  // op id -> its kernel's predicted duration
   std::vector<StepTime> step_times_;
@@ -128,6 +130,7 @@ Status Writer::pickFolder(const std::string& dir) {
     folder /= worker + "_" + name + "_ascend_pt";
   }
   std::error_code ec;
+  created_ = !fs::exists(folder, ec);
   fs::create_directories(folder / "ASCEND_PROFILER_OUTPUT", ec);
   if (ec) return ioError(folder.string() + ": cannot make the folder (" + ec.message() + ")");
   summary_.folder = folder.string();
@@ -510,7 +513,17 @@ StatusOr<AscendPtSummary> Writer::run(const std::string& dir) {
     window_.end_ns = steps_.back().start_ns + std::max<int64_t>(1, steps_.back().dur_ns);
   }
   RETURN_IF_ERROR(pickFolder(dir));
+  const Status written = writeAll();
+  if (!written.isOk() && created_) {  // no half-written folder that looks like an export
+    std::error_code ec;
+    fs::remove_all(summary_.folder, ec);
+    return Status(written.code(), written.message() + " (the unfinished " + summary_.folder + " was removed)");
+  }
+  RETURN_IF_ERROR(written);
+  return summary_;
+}
 
+Status Writer::writeAll() {
   ChromeTraceOptions c;
   c.run_id = run_.id;
   c.window = window_;
@@ -531,8 +544,7 @@ StatusOr<AscendPtSummary> Writer::run(const std::string& dir) {
   RETURN_IF_ERROR(writeMemory());
   RETURN_IF_ERROR(writeCommunication());
   RETURN_IF_ERROR(writeInfo());
-  RETURN_IF_ERROR(writeMetadata());
-  return summary_;
+  return writeMetadata();
 }
 
 }  // namespace

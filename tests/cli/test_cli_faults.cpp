@@ -93,6 +93,26 @@ TEST(CliDiskFull, ATraceFileThatCannotGrowKeepsItsStepsAndEndsFailed) {
   EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
 }
 
+// An ascend_pt export onto a full disk: one line naming the file that did not fit, exit 1, no
+// half-written folder left behind, and the trace file it read unchanged.
+TEST(CliDiskFull, AnAscendPtExportThatDoesNotFitLeavesNoFolder) {
+  SmallFilesystem fs("96k");
+  if (!fs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  const std::string db = scratchPath("apt_source.db");
+  std::remove(db.c_str());
+  ASSERT_EQ(run("train --dataset synthetic --model cnn --steps 3 --db " + db).exit_code, 0);
+  const CliRun r = run("export " + db + " --ascend-pt " + fs.path("out"));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(countLines(r.out, "\n"), 1) << r.out;
+  EXPECT_NE(r.out.find("No space left on device"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("_ascend_pt was removed)"), std::string::npos) << r.out;
+  int64_t left = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(fs.path("out"))) left += e.is_regular_file();
+  EXPECT_EQ(left, 0);
+  EXPECT_EQ(sqlText(db, "SELECT status FROM runs"), "completed");
+  EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
+}
+
 // --- Full disks injected at the write layer (NPUSCOPE_FAULT_DISK_BYTES=BYTES[:FILES]) ---
 
 // Bytes of the files in `dir` and below, and how many there are.

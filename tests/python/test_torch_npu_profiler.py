@@ -112,6 +112,25 @@ def test_one_folder_per_active_cycle_with_its_steps(tmp_path, cli):
         [2, 3, 6, 7]
 
 
+def test_a_folder_that_cannot_be_written_costs_one_line_not_the_training(tmp_path):
+    # The handler's folder cannot be made (a file stands where its parent should be): the script
+    # trains on, one line per cycle says so, and the recording keeps the steps.
+    script = tmp_path / "loop.py"
+    script.write_text(LOOP.format(schedule="torch_npu.profiler.schedule(wait=1, warmup=1, active=2, repeat=2)",
+                                  steps=10, step_call="prof.step()").replace('worker_name="w0"', 'worker_name="blocker/w0"')
+                      .replace('prof.export_chrome_trace("last_cycle.json")', 'print("TRAINED")'))
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "blocker").write_text("not a folder")
+    out = run_python([str(script)], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "FOLDERS 0" in out.stdout and "TRAINED" in out.stdout
+    lines = [l for l in out.stderr.splitlines() if "not written to" in l]
+    assert len(lines) == 2 and "steps 2-3 not written to" in lines[0] and "cannot make the folder" in lines[0], out.stderr
+    from conftest import query
+    assert [r[0] for r in query(str(tmp_path / "out" / "npuscope.db"), "SELECT step FROM steps ORDER BY step")] == \
+        [2, 3, 6, 7]
+
+
 def test_without_a_schedule_the_whole_profile_is_written_at_stop(tmp_path):
     script = tmp_path / "loop.py"
     # No prof.step() at all: the optimizer's steps end the recorded steps; stop() writes them.

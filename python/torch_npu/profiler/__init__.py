@@ -315,8 +315,15 @@ class profile:  # noqa: N801  (torch_npu's name)
             if not st.ok():
                 raise RuntimeError(f"torch_npu.profiler: {st.message}")
         first, last = self._ready_steps
-        out = _C.profiler.export_ascend_pt(target.db, rec.run_id, first, last, dir_name, worker_name,
-                                           json.dumps(self._config_json()), json.dumps(self._metadata))
+        try:
+            out = _C.profiler.export_ascend_pt(target.db, rec.run_id, first, last, dir_name, worker_name,
+                                               json.dumps(self._config_json()), json.dumps(self._metadata))
+        except (OSError, ValueError, RuntimeError) as e:
+            # As torch_npu's parsing errors: said in one line, and training goes on; the steps
+            # stay in the recording (npuscope export --ascend-pt writes the folder later).
+            print(f"torch_npu.profiler: steps {first}-{last} not written to {dir_name}: {e} "
+                  f"(they are recorded in {target.db}, run {rec.run_id})", file=sys.stderr)
+            return None
         self._exports.append(out["folder"])
         print(f"torch_npu.profiler: steps {first}-{last} written to {out['folder']} "
               f"({out['kernels']} predicted kernels, {out['host_ops']} host ops)", file=sys.stderr)

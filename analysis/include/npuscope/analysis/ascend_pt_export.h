@@ -51,7 +51,8 @@ struct AscendPtSummary {
 
 // Writes the folder. `dir` ending in "_ascend_pt" is the folder itself (made when missing);
 // otherwise the folder "{worker}_{YYYYmmddHHMMSSmmm}_ascend_pt" is made inside `dir`, as
-// torch_npu's tensorboard_trace_handler(dir) does.
+// torch_npu's tensorboard_trace_handler(dir) does. The trace file is only read. When a write fails
+// (a full disk), the error names the file, and a folder this export made is removed again.
 StatusOr<AscendPtSummary> exportAscendPt(TraceReader& reader, const std::string& dir,
                                          const AscendPtOptions& options = AscendPtOptions());
 
