@@ -31,16 +31,6 @@ using nlohmann::json;
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-// Nanoseconds as microseconds with three decimals, exactly.
-std::string micros(int64_t ns) {
-  char buf[32];
-  const bool neg = ns < 0;
-  const uint64_t a = neg ? 0 - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
-  std::snprintf(buf, sizeof(buf), "%s%llu.%03llu", neg ? "-" : "", static_cast<unsigned long long>(a / 1000),
-                static_cast<unsigned long long>(a % 1000));
-  return buf;
-}
-
 std::string number(double v) {
   char buf[40];
   std::snprintf(buf, sizeof(buf), "%.10g", v);
@@ -82,7 +72,7 @@ class Writer {
   Status pickFolder(const std::string& dir);
   Status writeAll();  // every file of the folder
   Status predicted(const PredictedStepView& v);
-  std::string wall(int64_t t_ns) const { return micros(run_.wall_start_ns + (t_ns - run_.started_ns)); }
+  std::string wall(int64_t t_ns) const { return microsText(run_.wall_start_ns + (t_ns - run_.started_ns)); }
   Status writeFile(const std::string& name, const std::string& text) const;
   Status writeInfo();
   Status writeMetadata();
@@ -269,7 +259,7 @@ Status Writer::writeKernels() {
   for (const Kernel& k : kernels_) {
     s += std::to_string(k.step) + ",4294967295," + std::to_string(k.op_id) + "," + (k.comm ? "0" : "2") + ",";
     s += csvField(k.kernel.type) + "," + csvField(k.kernel.type) + ",dynamic," + k.kernel.core + ",";
-    s += wall(k.start_ns) + "\t," + micros(k.dur_ns) + "," + micros(k.wait_ns) + ",N/A,N/A,NO,";
+    s += wall(k.start_ns) + "\t," + microsText(k.dur_ns) + "," + microsText(k.wait_ns) + ",N/A,N/A,NO,";
     s += shapeCell(k.inputs.shapes) + "," + naIfEmpty(k.inputs.dtypes) + "," + naIfEmpty(k.inputs.formats) + ",N/A,N/A,N/A,N/A\n";
   }
   summary_.kernels = static_cast<int64_t>(kernels_.size());
@@ -294,8 +284,8 @@ Status Writer::writeOpStatistic() {
   std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.total > b.second.total; });
   std::string s = "OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)\n";
   for (const auto& [key, a] : rows) {
-    s += csvField(key.first) + "," + key.second + "," + std::to_string(a.count) + "," + micros(a.total) + "," +
-         micros(a.min) + "," + micros(a.total / a.count) + "," + micros(a.max) + "," +
+    s += csvField(key.first) + "," + key.second + "," + std::to_string(a.count) + "," + microsText(a.total) + "," +
+         microsText(a.min) + "," + microsText(a.total / a.count) + "," + microsText(a.max) + "," +
          number(all > 0 ? 100.0 * static_cast<double>(a.total) / static_cast<double>(all) : 0) + "\n";
   }
   return writeFile(output_ + "/op_statistic.csv", s);
@@ -310,9 +300,9 @@ Status Writer::writeApiStatistic() {
   std::vector<std::pair<std::string, int64_t>> rows(count.begin(), count.end());
   std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   std::string s = "Level,API Name,Time(us),Count,Avg(us),Min(us),Max(us),Variance\n";
-  const std::string each = micros(params.launch_ns);
+  const std::string each = microsText(params.launch_ns);
   for (const auto& [type, n] : rows) {
-    s += "node," + csvField(type) + "," + micros(n * params.launch_ns) + "," + std::to_string(n) + "," + each + "," + each +
+    s += "node," + csvField(type) + "," + microsText(n * params.launch_ns) + "," + std::to_string(n) + "," + each + "," + each +
          "," + each + ",0\n";
   }
   return writeFile(output_ + "/api_statistic.csv", s);
@@ -338,9 +328,9 @@ Status Writer::writeStepTrace() {
       preparing = std::max<int64_t>(0, it->second->first_kernel_ns);
     }
     const int64_t free = std::max<int64_t>(0, stage - computing - not_overlapped);
-    s += std::to_string(st.step) + "," + micros(computing) + "," + micros(not_overlapped) + "," +
-         micros(comm - not_overlapped) + "," + micros(comm) + "," + micros(free) + "," + micros(stage) + ",0," +
-         micros(not_overlapped) + "," + micros(preparing) + "\n";
+    s += std::to_string(st.step) + "," + microsText(computing) + "," + microsText(not_overlapped) + "," +
+         microsText(comm - not_overlapped) + "," + microsText(comm) + "," + microsText(free) + "," + microsText(stage) + ",0," +
+         microsText(not_overlapped) + "," + microsText(preparing) + "\n";
   }
   summary_.steps = static_cast<int64_t>(steps_.size());
   return writeFile(output_ + "/step_trace_time.csv", s);
@@ -421,9 +411,9 @@ Status Writer::writeOperators() {
       const int64_t self_dev = d == device_ns_of_op_.end() ? 0 : d->second;
       const int64_t host = std::max<int64_t>(0, op.dur_ns);
       const std::string shapes = ascendInputs(op.input_shapes, op.input_dtypes).shapes;
-      s += csvField(std::string(op.name)) + "," + csvField(shapes) + ",," + micros(std::max<int64_t>(0, host - child_host[i])) +
-           "," + micros(host) + "," + micros(self_dev) + "," + micros(device_total[i]) + "," + micros(self_dev) + "," +
-           micros(device_total[i]) + "\n";
+      s += csvField(std::string(op.name)) + "," + csvField(shapes) + ",," + microsText(std::max<int64_t>(0, host - child_host[i])) +
+           "," + microsText(host) + "," + microsText(self_dev) + "," + microsText(device_total[i]) + "," + microsText(self_dev) + "," +
+           microsText(device_total[i]) + "\n";
     }
     memoryUntil(st.start_ns, nullptr);  // between steps: no op of a step holds it
     memoryUntil(st.start_ns + st.dur_ns, &ops);

@@ -1,5 +1,6 @@
 #include "npuscope/analysis/chrome_trace.h"
 #include "npuscope/analysis/ascend_kernels.h"
+#include "npuscope/analysis/op_table_csv.h"  // appendMicros
 #include "npuscope/analysis/predicted_timeline.h"
 #include "npuscope/store/saturating.h"
 
@@ -84,16 +85,6 @@ void appendJsonString(std::string& out, std::string_view s) {
 void appendInt(std::string& out, int64_t v) {
   char buf[24];
   const int n = std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(v));
-  out.append(buf, static_cast<size_t>(n));
-}
-
-// Nanoseconds as microseconds with exactly three decimals: exact, no floating point.
-void appendMicros(std::string& out, int64_t ns) {
-  char buf[32];
-  const bool neg = ns < 0;
-  const uint64_t a = neg ? 0 - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
-  const int n = std::snprintf(buf, sizeof(buf), "%s%llu.%03llu", neg ? "-" : "",
-                              static_cast<unsigned long long>(a / 1000), static_cast<unsigned long long>(a % 1000));
   out.append(buf, static_cast<size_t>(n));
 }
 

@@ -17,4 +17,13 @@ void writeOpTableCsv(const OpAggregateTable& table, OpGroupBy group_by, std::ost
 // One CSV field, quoted when it must be.
 std::string csvField(const std::string& text);
 
+// Nanoseconds as microseconds with exactly three decimals ("-1.500"), without floating point:
+// how the exports (this CSV, chrome traces, torch_npu's folders) write times.
+void appendMicros(std::string& out, int64_t ns);
+inline std::string microsText(int64_t ns) {
+  std::string s;
+  appendMicros(s, ns);
+  return s;
+}
+
 }  // namespace npuscope
