@@ -25,7 +25,9 @@ int runCalibrate(const CalibrateOptions& o) {
   if (!table.isOk()) return fail(table.status().message());
   const int64_t c_type = table->column("Type"), c_dur = table->column("Duration(us)"),
                 c_core = table->column("Accelerator Core"), c_in = table->column("Input Shapes"),
-                c_out = table->column("Output Shapes"), c_dt = table->column("Input Data Types");
+                c_out = table->column("Output Shapes"), c_dt = table->column("Input Data Types"),
+                c_odt = table->column("Output Data Types"), c_ifmt = table->column("Input Formats"),
+                c_ofmt = table->column("Output Formats");
   for (auto [name, c] : {std::pair{"Type", c_type}, {"Duration(us)", c_dur}, {"Input Shapes", c_in}, {"Output Shapes", c_out}}) {
     if (c < 0) return fail(table->path + ": line 1: no column '" + name + "' (calibrate needs the kernels' shapes)");
   }
@@ -46,13 +48,18 @@ int runCalibrate(const CalibrateOptions& o) {
     k.input_shapes = cell(c_in);
     k.output_shapes = cell(c_out);
     k.input_dtypes = cell(c_dt);
+    k.output_dtypes = cell(c_odt);
+    k.input_formats = cell(c_ifmt);
+    k.output_formats = cell(c_ofmt);
     kernels.push_back(std::move(k));
   }
   const npu::Calibration c = npu::calibrate(kernels);
   if (o.json) {
     nlohmann::json j = {{"source", table->path}, {"costed", c.costed}, {"real_us", c.real_us}, {"model_us", c.model_us},
                         {"geomean", c.geomean}, {"geometric_sd", c.geometric_sd}, {"compute_us", c.compute_us},
-                        {"uncosted_share", c.uncostedShare()}};
+                        {"uncosted_share", c.uncostedShare()},
+                        {"predicted_compute_ratio", c.compute_us > 0 ? c.model_us / c.compute_us : 0.0},
+                        {"types_outside", c.typesOutside(npu::kCalibrationShare, npu::kCalibrationLow, npu::kCalibrationHigh)}};
     j["types"] = nlohmann::json::array();
     for (const auto& t : c.types) {
       j["types"].push_back({{"type", t.type}, {"calls", t.calls}, {"real_us", t.real_us}, {"model_us", t.model_us},
@@ -70,7 +77,7 @@ int runCalibrate(const CalibrateOptions& o) {
               "Min", "Max");
   std::printf("%s\n", std::string(100, '-').c_str());
   for (const auto& t : c.types) {
-    std::printf("%-28s %6lld %6.1f%% %12.1f %12.1f %9.3f %9.3f %9.3f\n", t.type.c_str(), static_cast<long long>(t.calls),
+    std::printf("%-28s %6lld %6.2f%% %12.1f %12.1f %9.3f %9.3f %9.3f\n", t.type.c_str(), static_cast<long long>(t.calls),
                 c.compute_us > 0 ? 100 * t.real_us / c.compute_us : 0, t.real_us, t.model_us, t.geomean, t.min, t.max);
   }
   std::printf("%s\n", std::string(100, '-').c_str());
@@ -83,6 +90,14 @@ int runCalibrate(const CalibrateOptions& o) {
     std::printf("%s %s %.1f us", i == 0 ? ":" : ",", c.uncosted[i].first.c_str(), c.uncosted[i].second);
   }
   std::printf("%s\n", c.uncosted.size() > 8 ? ", ..." : "");
+  // Step level: the whole compute time the model predicts (uncosted kernels count as nothing)
+  // against the real one, which is the export's step_trace_time.csv Computing.
+  std::printf("predicted compute time: %.1f us of the real %.1f us (%.3f)\n", c.model_us, c.compute_us,
+              c.compute_us > 0 ? c.model_us / c.compute_us : 0.0);
+  const std::vector<std::string> off = c.typesOutside(npu::kCalibrationShare, npu::kCalibrationLow, npu::kCalibrationHigh);
+  std::printf("types with >= %.0f %% of the time outside %.2f-%.2fx: ", 100 * npu::kCalibrationShare, npu::kCalibrationLow, npu::kCalibrationHigh);
+  for (size_t i = 0; i < off.size(); ++i) std::printf("%s%s", i ? ", " : "", off[i].c_str());
+  std::printf("%s\n", off.empty() ? "none" : "");
   std::printf("(communication kernels left out; the model: docs/device.md, \"Calibration\")\n");
   return 0;
 }

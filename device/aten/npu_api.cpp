@@ -5,7 +5,9 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <initializer_list>
 #include <thread>
 
 #include "aten/npu_tensor.h"
@@ -80,6 +82,71 @@ bool contains(const std::string& s, const char* part) { return s.find(part) != s
 
 namespace {
 
+bool startsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+bool endsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+bool isOneOf(const std::string& n, std::initializer_list<const char*> names) {
+  for (const char* x : names)
+    if (n == x) return true;
+  return false;
+}
+
+bool isReduction(const std::string& n) {
+  return isOneOf(n, {"sum", "mean", "norm", "linalg_vector_norm", "amax", "amin", "max", "min", "prod", "var", "std",
+                     "var_mean", "std_mean", "any", "all", "argmax", "argmin", "logsumexp", "nansum", "count_nonzero"});
+}
+
+// The family of a vector / memory op (CostModelParams::vector), by its name; `copy` ops by
+// their operands: a dtype change is a cast, a non-contiguous source a transpose.
+VectorKind vectorKindOf(const std::string& n, const std::vector<at::Tensor>& inputs, double out_numel) {
+  using K = VectorKind;
+  const bool backward = contains(n, "backward") || endsWith(n, "_grad");
+  if (startsWith(n, "_foreach_")) return K::kForeach;
+  if (isOneOf(n, {"npu_apply_adam_w", "npu_apply_adam", "_fused_adam_", "_fused_adamw_", "_fused_adam", "_fused_adamw"}))
+    return K::kAdam;
+  if (contains(n, "pool")) return backward ? K::kPoolGrad : K::kPool;
+  if (contains(n, "softmax") || contains(n, "nll_loss") || contains(n, "cross_entropy") || n == "topk" || n == "sort")
+    return K::kSoftmax;
+  if (contains(n, "rms_norm") || contains(n, "layer_norm") || contains(n, "batch_norm") || contains(n, "group_norm"))
+    return backward ? K::kNormGrad : K::kNorm;
+  if (contains(n, "swiglu")) return backward ? K::kSwiGluGrad : K::kSwiGlu;
+  if (contains(n, "rotary")) return K::kRotary;
+  if (n == "npu_format_cast") return K::kFormatActivation;
+  if (n == "npu_transpose" || n == "npu_confusion_transpose") return K::kTranspose;
+  if (isReduction(n)) return out_numel <= 1 ? K::kReduceAll : K::kReducePartial;
+  if (isOneOf(n, {"embedding_dense_backward", "embedding_backward", "index_put_", "index_put", "_index_put_impl_",
+                  "scatter", "scatter_", "scatter_add", "scatter_add_", "index_add", "index_add_"}))
+    return K::kScatter;
+  if (isOneOf(n, {"cat", "stack", "index", "index_select", "gather", "embedding", "slice", "narrow_copy", "unfold",
+                  "masked_select", "repeat", "roll", "flip"}))
+    return K::kStridedCopy;
+  if (isOneOf(n, {"zero_", "fill_", "zeros", "ones", "zeros_like", "ones_like", "full", "full_like", "fill"}))
+    return K::kFill;
+  if (isOneOf(n, {"copy_", "_copy_from", "_copy_from_and_resize", "_to_copy", "to", "clone", "contiguous", "expand_copy"})) {
+    const at::Tensor* src = nullptr;
+    for (const auto& t : inputs)
+      if (t.defined()) {
+        src = &t;
+        break;
+      }
+    if (src && !src->is_contiguous()) return K::kTranspose;
+    at::ScalarType first = at::ScalarType::Undefined;
+    for (const auto& t : inputs) {
+      if (!t.defined()) continue;
+      if (first == at::ScalarType::Undefined) first = t.scalar_type();
+      else if (t.scalar_type() != first) return K::kCast;
+    }
+    return n == "_to_copy" || n == "to" ? K::kCast : K::kCopy;
+  }
+  if (isOneOf(n, {"exp", "exp_", "log", "log_", "log1p", "expm1", "sin", "cos", "tan", "tanh", "tanh_", "sigmoid",
+                  "sigmoid_", "gelu", "fast_gelu", "npu_fast_gelu", "silu", "silu_", "erf", "erfinv", "softplus",
+                  "mish", "elu", "selu", "atan", "asin", "acos", "sinh", "cosh", "log2", "log10", "exp2"}) ||
+      (backward && (contains(n, "gelu") || contains(n, "silu") || contains(n, "sigmoid") || contains(n, "tanh"))))
+    return K::kTranscendental;
+  return K::kElementwise;
+}
+
 // The cost formulas, from the inputs and the (known or derived) size of the first output.
 OpWork estimate(const std::string& op_name, const std::vector<at::Tensor>& inputs, double out0, double out_numel,
                 double out_bytes) {
@@ -92,6 +159,7 @@ OpWork estimate(const std::string& op_name, const std::vector<at::Tensor>& input
     if (aten::isLowPrecision(t.scalar_type())) w.low_precision = true;
   }
   w.bytes += out_bytes;
+  w.out_bytes = out_bytes;
   const std::string n = baseName(op_name);
   auto in = [&](size_t i) -> const at::Tensor* {
     return i < inputs.size() && inputs[i].defined() ? &inputs[i] : nullptr;
@@ -110,37 +178,68 @@ OpWork estimate(const std::string& op_name, const std::vector<at::Tensor>& input
     const double per_out = weight && weight->dim() > 0 && weight->size(0) > 0
                                ? static_cast<double>(weight->numel()) / static_cast<double>(weight->size(0))
                                : 1.0;
+    // The Cube works on input channels padded to C0 (16 fp16 / bf16 values, 8 fp32) and is
+    // idle for part of each K step when there are few of them.
+    const double cin = weight && weight->dim() > 1 ? static_cast<double>(weight->size(1)) : 0.0;
+    const double c0 = w.low_precision ? 16.0 : 8.0;
+    const double padded = cin > 0 ? std::ceil(cin / c0) * c0 : 0.0;
+    const double pad = cin > 0 ? padded / cin : 1.0;
     w.unit = ComputeUnit::kCube;
+    if (padded > 0) w.efficiency = padded / (padded + CostModelParams().conv_channel_half);
     if (contains(n, "backward")) {
       const at::Tensor* grad = in(0);
       const double g = grad ? static_cast<double>(grad->numel()) : out0;
-      w.flops = 2.0 * 2.0 * g * per_out;  // grad_input and grad_weight
+      w.flops = 2.0 * 2.0 * g * per_out * pad;  // grad_input and grad_weight
     } else {
-      w.flops = 2.0 * out0 * per_out;
+      w.flops = 2.0 * out0 * per_out * pad;
     }
-  } else if (n == "npu_fusion_attention" && in(0) && in(1) && in(0)->dim() >= 3) {
+  } else if ((n == "npu_fusion_attention" || n == "npu_fusion_attention_grad") && in(0) && in(1) && in(0)->dim() >= 3) {
     // torch_npu's fused attention: Q K^T and P V on the Cube, 4 * B * N * Sq * Skv * D (the
     // element count of Q times Skv times 4); Skv is dim 1 of key in B S H / B S N D, dim 2 in
     // B N S D, dim 0 in S B H (the query's layout string is not among the shapes: the larger
-    // of the two sequence dims is taken).
+    // of the two sequence dims is taken). A mask (a fourth tensor: the causal masks LLMs pass)
+    // halves it; the backward recomputes the scores and makes three gradients: 2.5 times.
     const at::Tensor& k = *in(1);
     const double skv = static_cast<double>(std::max(k.size(0), std::max(k.size(1), k.dim() == 4 ? k.size(2) : 1)));
     w.unit = ComputeUnit::kCube;
     w.flops = 4.0 * static_cast<double>(in(0)->numel()) * skv;
-  } else if (n == "copy_" || n == "_copy_from" || n == "npu_confusion_transpose" || n == "_copy_from_and_resize" || n == "_to_copy" ||
-             n == "cat" || n == "stack" || n == "index" || n == "index_select" || n == "gather" ||
-             n == "scatter" || n == "index_put_" || n == "clone" || n == "contiguous" || n == "fill_" ||
-             n == "zero_" || n == "empty" || n == "empty_strided" || n == "as_strided" || n == "view" ||
-             n == "_reshape_alias" || n == "resize_" || n == "unfold" || n == "masked_fill_" ||
-             n == "embedding" || n == "embedding_dense_backward") {
-    w.unit = ComputeUnit::kMemory;
-    w.flops = 0;
+    bool masked = false;
+    for (size_t i = 3; i < inputs.size(); ++i) masked |= inputs[i].defined() && inputs[i].dim() >= 2;
+    if (n == "npu_fusion_attention_grad") {
+      w.flops *= 2.5;
+      masked = false;
+      for (size_t i = 4; i < inputs.size(); ++i) masked |= inputs[i].defined() && inputs[i].dim() == 2;
+    }
+    if (masked) w.flops /= 2;
+    w.efficiency = CostModelParams().attention_efficiency;
   } else {
-    // Elementwise, reductions, activations, normalisations: a few operations per element.
-    w.unit = ComputeUnit::kVector;
-    const bool heavy = contains(n, "norm") || contains(n, "softmax") || contains(n, "exp") ||
-                       contains(n, "log") || contains(n, "gelu") || contains(n, "tanh") || contains(n, "sigmoid");
-    w.flops = std::max(out_numel, in_numel) * (heavy ? 5.0 : 1.0);
+    const bool memory = n == "copy_" || n == "_copy_from" || n == "npu_confusion_transpose" || n == "_copy_from_and_resize" ||
+                        n == "_to_copy" || n == "cat" || n == "stack" || n == "index" || n == "index_select" ||
+                        n == "gather" || n == "scatter" || n == "index_put_" || n == "clone" || n == "contiguous" ||
+                        n == "fill_" || n == "zero_" || n == "empty" || n == "empty_strided" || n == "as_strided" ||
+                        n == "view" || n == "_reshape_alias" || n == "resize_" || n == "unfold" || n == "masked_fill_" ||
+                        n == "embedding" || n == "embedding_dense_backward" || n == "slice" || n == "npu_format_cast" ||
+                        n == "npu_transpose";
+    w.kind = vectorKindOf(n, inputs, out_numel);
+    if (memory) {
+      w.unit = ComputeUnit::kMemory;
+      w.flops = 0;
+    } else {
+      // Elementwise, reductions, activations, normalisations: a few operations per element
+      // (what the FLOP counts report; the duration comes from the family's bandwidth).
+      w.unit = ComputeUnit::kVector;
+      const bool heavy = w.kind == VectorKind::kTranscendental || w.kind == VectorKind::kNorm ||
+                         w.kind == VectorKind::kNormGrad || w.kind == VectorKind::kSoftmax;
+      w.flops = std::max(out_numel, in_numel) * (heavy ? 5.0 : 1.0);
+    }
+    // A slice or gather reads only what it writes; an embedding's backward touches only the
+    // rows of its gradient.
+    if (w.kind == VectorKind::kStridedCopy && (n == "slice" || n == "index_select" || n == "gather" || n == "index" ||
+                                               n == "embedding" || n == "narrow_copy")) {
+      w.bytes = 2 * out_bytes;
+    } else if (w.kind == VectorKind::kScatter && n == "embedding_dense_backward" && in(0)) {
+      w.bytes = 2.0 * static_cast<double>(in(0)->numel() * in(0)->element_size());
+    }
   }
   w.host_fallback = opSupport(op_name).level == OpSupportLevel::kFallback;
   return w;
@@ -207,6 +306,19 @@ OpWork estimate_op_work(const std::string& op_name, c10::ArrayRef<const c10::IVa
         const int64_t s = k < ints[0].size() ? ints[0][k] : 1, p = k < ints[1].size() ? ints[1][k] : 0,
                       dl = k < ints[2].size() ? ints[2][k] : 1;
         out.push_back((in[d] + 2 * p - dl * (w[d] - 1) - 1) / std::max<int64_t>(s, 1) + 1);
+      }
+    }
+  }
+  if (out.empty() && isReduction(n) && !tensors.empty() && tensors[0].defined()) {
+    // A reduction keeps the dimensions not in its dim list (its first int list); none: one value.
+    out = {1};
+    if (lists > 0) {
+      const auto sizes = tensors[0].sizes();
+      const int64_t rank = static_cast<int64_t>(sizes.size());
+      for (int64_t d = 0; d < rank; ++d) {
+        bool reduced = false;
+        for (int64_t r : ints[0]) reduced |= r == d || r + rank == d;
+        if (!reduced) out.push_back(sizes[static_cast<size_t>(d)]);
       }
     }
   }

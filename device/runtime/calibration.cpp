@@ -55,11 +55,12 @@ int64_t numel(const Shape& s) {
 at::ScalarType dtypeOf(const std::string& ascend) {
   if (ascend == "FLOAT16" || ascend == "DT_FLOAT16") return at::kHalf;
   if (ascend == "BF16" || ascend == "BFLOAT16" || ascend == "DT_BF16") return at::kBFloat16;
-  if (ascend == "INT32") return at::kInt;
-  if (ascend == "INT64") return at::kLong;
-  if (ascend == "BOOL") return at::kBool;
-  if (ascend == "UINT8") return at::kByte;
+  if (ascend == "INT32" || ascend == "DT_INT32") return at::kInt;
+  if (ascend == "INT64" || ascend == "DT_INT64" || ascend == "UINT64") return at::kLong;
+  if (ascend == "BOOL" || ascend == "DT_BOOL") return at::kBool;
+  if (ascend == "UINT8" || ascend == "DT_UINT8") return at::kByte;
   if (ascend == "INT8") return at::kChar;
+  if (ascend == "DOUBLE" || ascend == "DT_DOUBLE") return at::kDouble;
   return at::kFloat;
 }
 
@@ -72,7 +73,7 @@ std::string atenOf(const std::string& type) {
       {"MaxPoolWithArgmaxV1", "aten::max_pool2d_with_indices"},
       {"MaxPoolGradWithArgmaxV1", "aten::max_pool2d_with_indices_backward"}, {"ReduceSum", "aten::sum"},
       {"ReduceMean", "aten::mean"}, {"TensorMove", "aten::clone"}, {"MemSet", "aten::zero_"},
-      {"ZerosLike", "aten::zero_"}, {"Transpose", "aten::contiguous"}, {"DropOutDoMask", "aten::mul"},
+      {"ZerosLike", "aten::zero_"}, {"DropOutDoMask", "aten::mul"},
       {"LogSoftmaxV2", "aten::_log_softmax"}, {"LogSoftmaxGrad", "aten::_log_softmax_backward_data"},
       {"SoftmaxV2", "aten::_softmax"}, {"NLLLoss", "aten::nll_loss_forward"},
       {"NLLLossGrad", "aten::nll_loss_backward"}, {"AdaptiveAvgPool3d", "aten::_adaptive_avg_pool2d"},
@@ -80,7 +81,17 @@ std::string atenOf(const std::string& type) {
       {"Fill", "aten::fill_"}, {"BroadcastTo", "aten::clone"}, {"TopKV2", "aten::topk"},
       {"ForeachAddList", "aten::_foreach_add_"}, {"ForeachMulScalar", "aten::_foreach_mul_"},
       {"GatherV2", "aten::index_select"}, {"Sqrt", "aten::sqrt"}, {"Neg", "aten::neg"},
-      {"Sigmoid", "aten::sigmoid"}, {"Exp", "aten::exp"},
+      {"Sigmoid", "aten::sigmoid"}, {"Exp", "aten::exp"}, {"Cos", "aten::cos"}, {"Sin", "aten::sin"},
+      {"Abs", "aten::abs"}, {"Pows", "aten::pow"}, {"NotEqual", "aten::ne"}, {"Greater", "aten::gt"},
+      {"Slice", "aten::slice"}, {"StridedSlice", "aten::slice"}, {"ConcatD", "aten::cat"},
+      {"LpNormV2", "aten::norm"}, {"EmbeddingDenseGradV2", "aten::embedding_dense_backward"},
+      {"Transpose", "npu::npu_transpose"},
+      // torch_npu's fused ops and their backward (the names torch_npu gives them).
+      {"RmsNorm", "npu::npu_rms_norm"}, {"RmsNormGrad", "npu::npu_rms_norm_backward"},
+      {"SwiGlu", "npu::npu_swiglu"}, {"SwiGluGrad", "npu::npu_swiglu_backward"},
+      {"RotaryPositionEmbedding", "npu::npu_rotary_mul"}, {"RotaryPositionEmbeddingGrad", "npu::npu_rotary_mul_backward"},
+      {"FlashAttentionScore", "npu::npu_fusion_attention"}, {"FlashAttentionScoreGrad", "npu::npu_fusion_attention_grad"},
+      {"ApplyAdamWV2", "npu::npu_apply_adam_w"},
   };
   auto it = kMap.find(type);
   return it == kMap.end() ? "" : it->second;
@@ -129,11 +140,26 @@ int64_t modeledKernelNs(const RealKernel& k) {
     const std::vector<at::Tensor> inputs = {meta({batch, m, kk}, dt), meta({batch, kk, n}, dt)};
     return modeled_duration_ns(estimate_op_work("aten::bmm", inputs, {meta({batch, m, n}, dt)}));
   }
+  if (in.empty() && out.empty()) return -1;  // no shapes (MemSet): nothing to cost it from
+  const std::vector<std::string> out_dtypes = list(k.output_dtypes);
+  auto dtypeAt = [&](const std::vector<std::string>& l, size_t i) { return i < l.size() ? dtypeOf(l[i]) : dt; };
+  if (type == "TransData") {
+    // torch_npu's format conversions, which PyTorch has no op for: an activation between NCHW
+    // and NC1HWC0, or a weight to / from FRACTAL_Z (a costlier reshuffle).
+    OpWork w;
+    w.unit = ComputeUnit::kMemory;
+    w.kind = (k.input_formats + k.output_formats).find("FRACTAL_Z") != std::string::npos ? VectorKind::kFormatWeight
+                                                                                         : VectorKind::kFormatActivation;
+    for (size_t i = 0; i < in.size(); ++i) w.bytes += static_cast<double>(numel(in[i])) * at::elementSize(dtypeAt(in_dtypes, i));
+    for (size_t i = 0; i < out.size(); ++i) w.out_bytes += static_cast<double>(numel(out[i])) * at::elementSize(dtypeAt(out_dtypes, i));
+    w.bytes += w.out_bytes;
+    return modeled_duration_ns(w);
+  }
   const std::string op = atenOf(type);
   if (op.empty()) return -1;
   std::vector<at::Tensor> inputs, outputs;
-  for (size_t i = 0; i < in.size(); ++i) inputs.push_back(meta(in[i], i < in_dtypes.size() ? dtypeOf(in_dtypes[i]) : dt));
-  for (const Shape& s : out) outputs.push_back(meta(s, dt));
+  for (size_t i = 0; i < in.size(); ++i) inputs.push_back(meta(in[i], dtypeAt(in_dtypes, i)));
+  for (size_t i = 0; i < out.size(); ++i) outputs.push_back(meta(out[i], dtypeAt(out_dtypes, i)));
   return modeled_duration_ns(estimate_op_work(op, inputs, outputs));
 }
 
@@ -141,6 +167,14 @@ double Calibration::uncostedShare() const {
   double us = 0;
   for (const auto& [type, t] : uncosted) us += t;
   return compute_us > 0 ? us / compute_us : 0;
+}
+
+std::vector<std::string> Calibration::typesOutside(double share, double low, double high) const {
+  std::vector<std::string> out;
+  for (const CalibrationType& t : types) {
+    if (compute_us > 0 && t.real_us / compute_us >= share && (t.geomean < low || t.geomean > high)) out.push_back(t.type);
+  }
+  return out;
 }
 
 Calibration calibrate(const std::vector<RealKernel>& kernels) {

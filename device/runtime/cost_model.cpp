@@ -9,26 +9,32 @@
 
 namespace npuscope::npu {
 
+const char* vectorKindName(VectorKind k) {
+  static const char* const kNames[] = {"elementwise", "transcendental", "cast", "copy", "strided copy", "fill",
+                                       "transpose", "pool", "pool backward", "softmax", "norm", "norm backward",
+                                       "swiglu", "swiglu backward", "rotary", "adam", "foreach", "scatter",
+                                       "reduce (all)", "reduce (partial)", "format (activation)", "format (weight)"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(VectorKind::kCount));
+  const auto i = static_cast<size_t>(k);
+  return i < static_cast<size_t>(VectorKind::kCount) ? kNames[i] : "?";
+}
+
 int64_t modeled_duration_ns(const OpWork& work, const CostModelParams& p) {
   if (work.host_fallback) {
     const double s = work.bytes / p.pcie_bytes_per_s + work.flops / p.host_flops_per_s;
     return p.launch_ns + p.host_fallback_sync_ns + static_cast<int64_t>(s * 1e9 + 0.5);
   }
-  double rate = 0;
-  switch (work.unit) {
-    case ComputeUnit::kCube:
-      rate = work.low_precision ? p.cube_fp16_flops_per_s : p.cube_fp32_flops_per_s;
-      break;
-    case ComputeUnit::kVector:
-      rate = work.low_precision ? p.vector_fp16_flops_per_s : p.vector_fp32_flops_per_s;
-      break;
-    case ComputeUnit::kMemory:
-      rate = 0;
-      break;
+  double s = 0;
+  if (work.unit == ComputeUnit::kCube) {
+    const double rate = (work.low_precision ? p.cube_fp16_flops_per_s : p.cube_fp32_flops_per_s) *
+                        std::clamp(work.efficiency, 1e-3, 1.0);
+    const double out = std::clamp(work.out_bytes, 0.0, work.bytes);
+    s = std::max(work.flops / rate, (work.bytes - out) / p.cube_read_bytes_per_s + out / p.cube_write_bytes_per_s);
+  } else {
+    const VectorCost& c = p.cost(work.kind);
+    s = c.setup_us * 1e-6 + work.bytes / c.bytes_per_s;
   }
-  const double compute_s = rate > 0 ? work.flops / rate : 0.0;
-  const double memory_s = work.bytes / p.hbm_bytes_per_s;
-  return p.launch_ns + static_cast<int64_t>(std::max(compute_s, memory_s) * 1e9 + 0.5);
+  return p.launch_ns + static_cast<int64_t>(s * 1e9 + 0.5);
 }
 
 StreamSlot StreamModel::submit(int64_t submit_ns, int64_t dur_ns) {

@@ -113,6 +113,18 @@ TEST(CliCalibrate, QwenKernelsAgainstTheModel) {
   }
   EXPECT_EQ(matmul, 280);
   EXPECT_NEAR(share + j["uncosted_share"].get<double>(), 1.0, 1e-9);
+  // The model's stated accuracy on this LLM step (docs/device.md): every type with >= 1 % of
+  // the time within 0.77-1.3x, geometric sd <= x1.6, <= 5 % uncosted, the step's compute
+  // time within 25 %.
+  for (const auto& t : j["types"]) {
+    if (t["share"].get<double>() < 0.01) continue;
+    EXPECT_GE(t["geomean"].get<double>(), 0.77) << t["type"];
+    EXPECT_LE(t["geomean"].get<double>(), 1.3) << t["type"];
+  }
+  EXPECT_TRUE(j["types_outside"].empty()) << j["types_outside"].dump();
+  EXPECT_LE(j["geometric_sd"].get<double>(), 1.6);
+  EXPECT_LE(j["uncosted_share"].get<double>(), 0.05);
+  EXPECT_NEAR(j["predicted_compute_ratio"].get<double>(), 1.0, 0.25);
 
   r = run("calibrate " + scratchPath("nothing_here"));
   EXPECT_EQ(r.exit_code, 1);

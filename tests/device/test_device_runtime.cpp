@@ -231,18 +231,95 @@ TEST(CostModel, CubeWorkIsComputeBound) {
   npu::OpWork mm{npu::ComputeUnit::kCube, true, 2.0 * 4096 * 4096 * 4096, 3.0 * 4096 * 4096 * 2};
   const double expect_s = mm.flops / p.cube_fp16_flops_per_s;
   EXPECT_EQ(npu::modeled_duration_ns(mm, p), p.launch_ns + static_cast<int64_t>(expect_s * 1e9 + 0.5));
-  mm.low_precision = false;  // fp32 matrix work: a quarter of the rate
-  EXPECT_NEAR(npu::modeled_duration_ns(mm, p) - p.launch_ns, 4 * expect_s * 1e9, 2.0);
+  mm.low_precision = false;  // fp32 matrix work at the fp32 rate
+  EXPECT_NEAR(npu::modeled_duration_ns(mm, p) - p.launch_ns, mm.flops / p.cube_fp32_flops_per_s * 1e9, 2.0);
+  mm.efficiency = 0.25;  // a quarter of the Cube busy: four times as long
+  EXPECT_NEAR(npu::modeled_duration_ns(mm, p) - p.launch_ns, 4 * mm.flops / p.cube_fp32_flops_per_s * 1e9, 8.0);
 }
 
-TEST(CostModel, ElementwiseWorkIsMemoryBound) {
+// A matmul with few rows (a batch-32 fully connected layer) streams its weight and does little
+// arithmetic: bound by reading its inputs and writing its output, by hand.
+TEST(CostModel, SkinnyMatmulIsBoundByItsOperands) {
+  npu::CostModelParams p;
+  const at::Tensor x = at::empty({32, 4096}, at::TensorOptions().device(at::kMeta));
+  const at::Tensor w = at::empty({4096, 9216}, at::TensorOptions().device(at::kMeta));
+  const at::Tensor y = at::empty({32, 9216}, at::TensorOptions().device(at::kMeta));
+  const npu::OpWork work = npu::estimate_op_work("aten::mm", {x, w}, {y});
+  const double in = 4.0 * (32 * 4096 + 4096 * 9216), out = 4.0 * 32 * 9216;
+  EXPECT_DOUBLE_EQ(work.out_bytes, out);
+  const double s = in / p.cube_read_bytes_per_s + out / p.cube_write_bytes_per_s;
+  ASSERT_GT(s, work.flops / p.cube_fp32_flops_per_s);
+  EXPECT_EQ(npu::modeled_duration_ns(work, p), p.launch_ns + static_cast<int64_t>(s * 1e9 + 0.5));
+}
+
+TEST(CostModel, VectorWorkCostsItsFamilysSetupAndBandwidth) {
   npu::CostModelParams p;
   const double n = 1 << 24;
   npu::OpWork add{npu::ComputeUnit::kVector, false, n, 3 * 4 * n};
+  const npu::VectorCost& ew = p.cost(npu::VectorKind::kElementwise);
   EXPECT_EQ(npu::modeled_duration_ns(add, p),
-            p.launch_ns + static_cast<int64_t>(add.bytes / p.hbm_bytes_per_s * 1e9 + 0.5));
+            p.launch_ns + static_cast<int64_t>((ew.setup_us * 1e-6 + add.bytes / ew.bytes_per_s) * 1e9 + 0.5));
   npu::OpWork tiny{npu::ComputeUnit::kMemory, false, 0, 64};
-  EXPECT_EQ(npu::modeled_duration_ns(tiny, p), p.launch_ns);
+  tiny.kind = npu::VectorKind::kCopy;
+  EXPECT_EQ(npu::modeled_duration_ns(tiny, p),
+            p.launch_ns + static_cast<int64_t>((p.cost(npu::VectorKind::kCopy).setup_us * 1e-6 + 64 / p.cost(npu::VectorKind::kCopy).bytes_per_s) * 1e9 + 0.5));
+  // The same bytes permuted cost more than copied: a transpose's setup and bandwidth.
+  npu::OpWork copy{npu::ComputeUnit::kMemory, false, 0, 8e6};
+  copy.kind = npu::VectorKind::kCopy;
+  npu::OpWork transpose = copy;
+  transpose.kind = npu::VectorKind::kTranspose;
+  EXPECT_GT(npu::modeled_duration_ns(transpose, p), 2 * npu::modeled_duration_ns(copy, p));
+  for (int k = 0; k < static_cast<int>(npu::VectorKind::kCount); ++k) {
+    EXPECT_GT(p.vector[k].bytes_per_s, 0) << npu::vectorKindName(static_cast<npu::VectorKind>(k));
+    EXPECT_GE(p.vector[k].setup_us, 0) << npu::vectorKindName(static_cast<npu::VectorKind>(k));
+  }
+}
+
+// Which family an op falls in: from its name and, for copies, its operands.
+TEST(CostModel, OpsFallInTheirFamilies) {
+  const at::Tensor t = at::ones({64, 32});
+  const at::Tensor h = t.to(at::kHalf);
+  auto kind = [](const char* op, std::vector<at::Tensor> in, std::vector<at::Tensor> out) {
+    return npu::estimate_op_work(op, in, out).kind;
+  };
+  using K = npu::VectorKind;
+  EXPECT_EQ(kind("aten::add", {t, t}, {t}), K::kElementwise);
+  EXPECT_EQ(kind("aten::exp", {t}, {t}), K::kTranscendental);
+  EXPECT_EQ(kind("aten::copy_", {h, t}, {h}), K::kCast);
+  EXPECT_EQ(kind("aten::copy_", {t, t}, {t}), K::kCopy);
+  EXPECT_EQ(kind("aten::clone", {t.t()}, {t.t().contiguous()}), K::kTranspose);
+  EXPECT_EQ(kind("aten::sum", {t}, {at::ones({})}), K::kReduceAll);
+  EXPECT_EQ(kind("aten::sum", {t}, {at::ones({32})}), K::kReducePartial);
+  EXPECT_EQ(kind("aten::max_pool2d_with_indices_backward", {t}, {t}), K::kPoolGrad);
+  EXPECT_EQ(kind("aten::native_batch_norm", {t}, {t}), K::kNorm);
+  EXPECT_EQ(kind("aten::native_layer_norm_backward", {t}, {t}), K::kNormGrad);
+  EXPECT_EQ(kind("aten::_foreach_add_", {t, t}, {}), K::kForeach);
+  EXPECT_EQ(kind("aten::cat", {t, t}, {at::ones({128, 32})}), K::kStridedCopy);
+  // A slice reads only what it writes.
+  const npu::OpWork slice = npu::estimate_op_work("aten::slice", {t}, {at::ones({8, 32})});
+  EXPECT_DOUBLE_EQ(slice.bytes, 2.0 * 8 * 32 * 4);
+  // Recorded (boxed) reductions keep the dimensions not in their dim list.
+  const std::vector<c10::IValue> all = {t}, rows = {t, c10::IValue(std::vector<int64_t>{1}), false};
+  EXPECT_EQ(npu::estimate_op_work("aten::sum", c10::ArrayRef<const c10::IValue>(all.data(), all.size())).kind, K::kReduceAll);
+  const npu::OpWork partial =
+      npu::estimate_op_work("aten::sum.dim_IntList", c10::ArrayRef<const c10::IValue>(rows.data(), rows.size()));
+  EXPECT_EQ(partial.kind, K::kReducePartial);
+  EXPECT_DOUBLE_EQ(partial.bytes, 4.0 * (64 * 32 + 64));
+}
+
+// Few input channels leave the Cube idle: a 3-channel convolution (padded to 8 fp32 channels)
+// runs at 8 / (8 + 64) of the rate, a 256-channel one at 256 / (256 + 64).
+TEST(CostModel, ConvolutionEfficiencyFollowsInputChannels) {
+  npu::CostModelParams p;
+  const at::Tensor x3 = at::empty({8, 3, 32, 32}, at::TensorOptions().device(at::kMeta));
+  const at::Tensor w3 = at::empty({64, 3, 3, 3}, at::TensorOptions().device(at::kMeta));
+  const at::Tensor y = at::empty({8, 64, 30, 30}, at::TensorOptions().device(at::kMeta));
+  const npu::OpWork a = npu::estimate_op_work("aten::convolution", {x3, w3}, {y});
+  EXPECT_DOUBLE_EQ(a.efficiency, 8.0 / (8.0 + p.conv_channel_half));
+  EXPECT_DOUBLE_EQ(a.flops, 2.0 * 8 * 64 * 30 * 30 * 8 * 9);  // channels padded to C0 = 8
+  const at::Tensor x256 = at::empty({8, 256, 32, 32}, at::TensorOptions().device(at::kMeta));
+  const at::Tensor w256 = at::empty({64, 256, 3, 3}, at::TensorOptions().device(at::kMeta));
+  EXPECT_DOUBLE_EQ(npu::estimate_op_work("aten::convolution", {x256, w256}, {y}).efficiency, 256.0 / (256.0 + p.conv_channel_half));
 }
 
 // An op torch_npu runs on the host (its tocpu list) is charged as copies over PCIe plus host
@@ -256,7 +333,7 @@ TEST(CostModel, HostFallbackOpsAreChargedAsCopiesAndHostCompute) {
   const int64_t on_device = npu::modeled_duration_ns(w, p);
   w.host_fallback = true;
   const double s = 8e6 / 25e9 + 4e6 / 20e9;  // the documented 25 GB/s PCIe, 20 GFLOPS host core
-  EXPECT_EQ(npu::modeled_duration_ns(w, p), 2000 + 30000 + static_cast<int64_t>(s * 1e9 + 0.5));
+  EXPECT_EQ(npu::modeled_duration_ns(w, p), p.launch_ns + 30000 + static_cast<int64_t>(s * 1e9 + 0.5));
   EXPECT_GT(npu::modeled_duration_ns(w, p), 10 * on_device);
   // Which ops: torch_npu 2.0.1 lists _fft_r2c under tocpu (analysis/data: "aten::_fft_r2c<TAB>fallback"),
   // add has an NPU kernel.

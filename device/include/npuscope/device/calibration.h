@@ -17,6 +17,8 @@ struct RealKernel {
   std::string core;           // Accelerator Core
   double real_us = 0;         // Duration(us)
   std::string input_shapes, output_shapes, input_dtypes;
+  std::string output_dtypes;                 // none: the first input's
+  std::string input_formats, output_formats;  // NCHW, NC1HWC0, FRACTAL_Z, ND (TransData's kind)
 };
 
 // The model's duration of one kernel, -1 when the model does not cost its type (or its shapes
@@ -38,7 +40,13 @@ struct Calibration {
   double compute_us = 0;               // every compute kernel's real time (communication left out)
   std::vector<std::pair<std::string, double>> uncosted;  // type, real µs; largest first
   double uncostedShare() const;        // of compute_us
+  // Types with at least `share` of compute_us whose geometric mean lies outside [low, high].
+  std::vector<std::string> typesOutside(double share, double low, double high) const;
 };
+
+// The model's stated accuracy (docs/device.md): each kernel type with >= 1 % of the compute
+// time within 0.77-1.3x on its geometric mean.
+inline constexpr double kCalibrationShare = 0.01, kCalibrationLow = 0.77, kCalibrationHigh = 1.3;
 
 // Communication kernels (hcom_*, COMMUNICATION / HCCL cores) are left out: not compute.
 Calibration calibrate(const std::vector<RealKernel>& kernels);
