@@ -186,12 +186,24 @@ OpWork estimate(const std::string& op_name, const std::vector<at::Tensor>& input
     const double pad = cin > 0 ? padded / cin : 1.0;
     w.unit = ComputeUnit::kCube;
     if (padded > 0) w.efficiency = padded / (padded + CostModelParams().conv_channel_half);
+    auto sizeOf = [](const at::Tensor* t) { return t ? static_cast<double>(t->numel() * t->element_size()) : 0.0; };
     if (contains(n, "backward")) {
       const at::Tensor* grad = in(0);
       const double g = grad ? static_cast<double>(grad->numel()) : out0;
       w.flops = 2.0 * 2.0 * g * per_out * pad;  // grad_input and grad_weight
+      // TransData around it (what a 910B's torch_npu runs, docs/device.md): grad_output and
+      // input to NC1HWC0, grad_input back; the weight to FRACTAL_Z and grad_weight back.
+      w.format_act_tasks = 3;
+      w.format_act_bytes = 2.0 * (sizeOf(in(0)) + 2.0 * sizeOf(in(1)));
+      w.format_weight_tasks = 2;
+      w.format_weight_bytes = 4.0 * sizeOf(weight);
     } else {
       w.flops = 2.0 * out0 * per_out * pad;
+      // The input to NC1HWC0 and the output back, the weight to FRACTAL_Z.
+      w.format_act_tasks = 2;
+      w.format_act_bytes = 2.0 * (sizeOf(in(0)) + out_bytes);
+      w.format_weight_tasks = 1;
+      w.format_weight_bytes = 2.0 * sizeOf(weight);
     }
   } else if ((n == "npu_fusion_attention" || n == "npu_fusion_attention_grad") && in(0) && in(1) && in(0)->dim() >= 3) {
     // torch_npu's fused attention: Q K^T and P V on the Cube, 4 * B * N * Sq * Skv * D (the

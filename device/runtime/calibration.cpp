@@ -121,7 +121,10 @@ int64_t modeledKernelNs(const RealKernel& k) {
     const int64_t kk = static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(w[0] / x[1]))));
     const std::vector<at::Tensor> inputs = {meta({x[0], cin, x[2], x[3]}, dt), meta({cout, cin, kk, kk}, dt)};
     const std::vector<at::Tensor> outputs = {meta({dy[0], cout, dy[2], dy[3]}, dt)};
-    return modeled_duration_ns(estimate_op_work("aten::convolution", inputs, outputs));
+    // The export lists the TransData around it as kernels of their own: costed there.
+    OpWork work = estimate_op_work("aten::convolution", inputs, outputs);
+    work.format_act_tasks = work.format_weight_tasks = 0;
+    return modeled_duration_ns(work);
   }
   if (type == "MatMulV2" || type == "MatMulV3" || type == "MatMul") {
     // out [M, N] = a (M x K, stored either way round) @ b: K from a's size.

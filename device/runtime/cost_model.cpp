@@ -34,7 +34,13 @@ int64_t modeled_duration_ns(const OpWork& work, const CostModelParams& p) {
     const VectorCost& c = p.cost(work.kind);
     s = c.setup_us * 1e-6 + work.bytes / c.bytes_per_s;
   }
-  return p.launch_ns + static_cast<int64_t>(s * 1e9 + 0.5);
+  const VectorCost& act = p.cost(VectorKind::kFormatActivation);
+  const VectorCost& weight = p.cost(VectorKind::kFormatWeight);
+  if (work.format_act_tasks > 0) s += work.format_act_tasks * act.setup_us * 1e-6 + work.format_act_bytes / act.bytes_per_s;
+  if (work.format_weight_tasks > 0)
+    s += work.format_weight_tasks * weight.setup_us * 1e-6 + work.format_weight_bytes / weight.bytes_per_s;
+  const int64_t tasks = 1 + std::max(0, work.format_act_tasks) + std::max(0, work.format_weight_tasks);
+  return tasks * p.launch_ns + static_cast<int64_t>(s * 1e9 + 0.5);
 }
 
 StreamSlot StreamModel::submit(int64_t submit_ns, int64_t dur_ns) {

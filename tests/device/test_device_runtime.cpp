@@ -320,6 +320,16 @@ TEST(CostModel, ConvolutionEfficiencyFollowsInputChannels) {
   const at::Tensor x256 = at::empty({8, 256, 32, 32}, at::TensorOptions().device(at::kMeta));
   const at::Tensor w256 = at::empty({64, 256, 3, 3}, at::TensorOptions().device(at::kMeta));
   EXPECT_DOUBLE_EQ(npu::estimate_op_work("aten::convolution", {x256, w256}, {y}).efficiency, 256.0 / (256.0 + p.conv_channel_half));
+  // The TransData torch_npu runs around it: the input and output between NCHW and NC1HWC0, the
+  // weight to FRACTAL_Z; each a task of its own (launch + setup) moving its bytes twice.
+  npu::OpWork plain = a;
+  plain.format_act_tasks = plain.format_weight_tasks = 0;
+  const double act = 2.0 * 4 * (8 * 3 * 32 * 32 + 8 * 64 * 30 * 30), weight = 2.0 * 4 * 64 * 3 * 3 * 3;
+  const npu::VectorCost& ca = p.cost(npu::VectorKind::kFormatActivation);
+  const npu::VectorCost& cw = p.cost(npu::VectorKind::kFormatWeight);
+  const double extra_ns = 3.0 * p.launch_ns + (2 * ca.setup_us + cw.setup_us) * 1e3 + act / ca.bytes_per_s * 1e9 +
+                          weight / cw.bytes_per_s * 1e9;
+  EXPECT_NEAR(npu::modeled_duration_ns(a, p) - npu::modeled_duration_ns(plain, p), extra_ns, 2.0);
 }
 
 // An op torch_npu runs on the host (its tocpu list) is charged as copies over PCIe plus host

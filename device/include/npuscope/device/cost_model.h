@@ -121,6 +121,11 @@ struct OpWork {
   VectorKind kind = VectorKind::kElementwise;  // the family of a vector / memory op
   double out_bytes = 0;        // of `bytes`, those written (Cube ops: at the write rate)
   double efficiency = 1.0;     // of the Cube rate (convolutions by channels, attention)
+  // TransData tasks folded into this op (a convolution's operands between NCHW and NC1HWC0 /
+  // FRACTAL_Z, as torch_npu converts them around each convolution): count and bytes moved, per
+  // kind. Each costs a launch plus its family's setup; the bytes go at its family's bandwidth.
+  int format_act_tasks = 0, format_weight_tasks = 0;
+  double format_act_bytes = 0, format_weight_bytes = 0;
 };
 
 // Modeled device duration. A Cube op: launch + max(flops / (rate x efficiency), inputs / read
