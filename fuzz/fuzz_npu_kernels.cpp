@@ -2,8 +2,11 @@
 // kernel_details.csv, the rest its communication.json (start: the real Qwen3 export's first
 // kernel rows with its collectives, and its communication.json cut down). Read as `npuscope
 // import` reads such a folder (ascend_csv.h: the collective groups, then the kernels as device
-// tasks and steps) into the in-memory TraceModel, then classify(). No file or SQLite: it runs
-// at parser speed. Reading either succeeds or gives one error; what succeeds classifies.
+// tasks and steps) into the in-memory TraceModel, then classify(). The same bytes are also read
+// as a folder with neither timeline nor kernels (the CSV as its step_trace_time.csv, the rest
+// its communication.json: collectives as tasks, steps from the CSV rows; start: a real Qwen3
+// pipeline rank's two files). No file or SQLite: it runs at parser speed. Reading either
+// succeeds or gives one error; what succeeds classifies.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -25,5 +28,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const npuscope::Status read = addKernelTasks("kernel_details.csv", std::string(p, csv), collectives, model);
   if (read.isOk()) (void)model.classify();
   else if (read.message().empty()) __builtin_trap();  // an error always says what
+
+  TraceModel bare("torch_npu", "fuzz_ascend_pt", strings);
+  const auto rows = parseStepTraceTime("step_trace_time.csv", std::string(p, csv));
+  if (!rows.isOk() && rows.status().message().empty()) __builtin_trap();
+  const int64_t tasks = addCommunicationTasks(nul ? std::string_view(nul + 1, size - csv - 1) : std::string_view(),
+                                              rows.isOk() ? *rows : nlohmann::json(), bare);
+  if (tasks < 0) __builtin_trap();
+  (void)bare.classify();
   return 0;
 }

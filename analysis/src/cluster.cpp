@@ -433,6 +433,37 @@ StatusOr<std::map<int64_t, Candidate>> pickJob(const std::vector<Candidate>& can
   return by_rank;
 }
 
+// torch_npu's own step breakdown (step_trace_time.csv, kept in an imported run's config as
+// source.step_trace_time, in µs) in place of the steps' recomputed one; false when there is none.
+bool exportedBreakdown(const std::string& config_json, std::vector<StepBreakdown>* steps) {
+  const nlohmann::json j = nlohmann::json::parse(config_json, nullptr, false);
+  if (!j.is_object() || !j.contains("source") || !j["source"].is_object()) return false;
+  const nlohmann::json& rows = j["source"].value("step_trace_time", nlohmann::json());
+  if (!rows.is_array() || rows.empty()) return false;
+  auto ns = [](const nlohmann::json& r, const char* key) {
+    const auto it = r.find(key);
+    return it != r.end() && it->is_number() ? static_cast<int64_t>(std::clamp(it->get<double>(), 0.0, 9e12) * 1e3) : 0;
+  };
+  std::vector<StepBreakdown> out;
+  for (const auto& r : rows) {
+    if (!r.is_object() || !r.contains("Step") || !r["Step"].is_number_integer()) continue;
+    StepBreakdown b;
+    b.step = r["Step"].get<int64_t>();
+    b.computing = ns(r, "Computing");
+    b.not_overlapped = ns(r, "Communication(Not Overlapped)");
+    b.overlapped = ns(r, "Overlapped");
+    b.communication = ns(r, "Communication");
+    b.free = ns(r, "Free");
+    b.stage = ns(r, "Stage");
+    b.preparing = ns(r, "Preparing");
+    b.step_ns = b.stage;
+    out.push_back(b);
+  }
+  if (out.empty()) return false;
+  *steps = std::move(out);
+  return true;
+}
+
 // One rank's steps, activity, self times and collectives; its run's state and damage as notes.
 StatusOr<Rank> readRank(int64_t rank, const Candidate& c, Report* rep) {
   ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader, TraceReader::open(c.path));
@@ -441,10 +472,16 @@ StatusOr<Rank> readRank(int64_t rank, const Candidate& c, Report* rep) {
   r.path = c.path;
   r.run = c.run;
   ASSIGN_OR_RETURN(std::vector<StepActivity> acts, readSteps(*reader, c.run, &r.step_self_ns));
+  bool computed = false;
   for (StepActivity& a : acts) {
     r.steps.push_back(breakdown(a));
+    computed |= !a.computing.empty();
     a.computing = unite(std::move(a.computing));
     a.communication = unite(std::move(a.communication));
+  }
+  if (!computed && c.run.imported() && exportedBreakdown(c.run.config_json, &r.steps)) {
+    rep->notes.push_back("rank " + std::to_string(rank) +
+                         ": no kernels in its folder; its step breakdown is the export's own step_trace_time.csv");
   }
   r.activity = std::move(acts);
   r.collective_rows = collectiveRows(*reader, c.run);

@@ -1,6 +1,8 @@
 #include "ascend_csv.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -24,32 +26,123 @@ StatusOr<std::map<std::string, size_t>> csvColumns(const std::string& file, cons
   return col;
 }
 
-std::map<std::string, CollectiveInfo> parseCommunication(std::string_view json_text) {
-  std::map<std::string, CollectiveInfo> out;
-  const nlohmann::json j = nlohmann::json::parse(json_text, nullptr, false);
-  if (!j.is_object()) return out;
+namespace {
+
+// One "{op}@{group}" entry of communication.json: its group and the largest Transit Size(MB) of
+// its links.
+CollectiveInfo collectiveOf(const std::string& key, const nlohmann::json& op) {
+  const size_t at = key.find('@');
+  CollectiveInfo c;
+  c.group = at == std::string::npos ? std::string() : key.substr(at + 1);
+  if (op.is_object() && op.contains("Communication Bandwidth Info") && op["Communication Bandwidth Info"].is_object()) {
+    double mb = 0;
+    for (const auto& [link, v] : op["Communication Bandwidth Info"].items()) {
+      if (v.is_object() && v.contains("Transit Size(MB)") && v["Transit Size(MB)"].is_number()) {
+        mb = std::max(mb, v["Transit Size(MB)"].get<double>());
+      }
+    }
+    if (mb > 0 && mb < 1e12) c.bytes = static_cast<int64_t>(mb * 1024 * 1024);
+  }
+  return c;
+}
+
+// Calls fn(step key, op key, op) for every op of every step and kind.
+template <typename Fn>
+void forEachCollective(const nlohmann::json& j, Fn fn) {
+  if (!j.is_object()) return;
   for (const auto& [step, kinds] : j.items()) {
     if (!kinds.is_object()) continue;
     for (const auto& [kind, ops] : kinds.items()) {
       if (!ops.is_object()) continue;
-      for (const auto& [key, op] : ops.items()) {
-        const size_t at = key.find('@');
-        CollectiveInfo c;
-        c.group = at == std::string::npos ? std::string() : key.substr(at + 1);
-        if (op.is_object() && op.contains("Communication Bandwidth Info") && op["Communication Bandwidth Info"].is_object()) {
-          double mb = 0;
-          for (const auto& [link, v] : op["Communication Bandwidth Info"].items()) {
-            if (v.is_object() && v.contains("Transit Size(MB)") && v["Transit Size(MB)"].is_number()) {
-              mb = std::max(mb, v["Transit Size(MB)"].get<double>());
-            }
-          }
-          if (mb > 0 && mb < 1e12) c.bytes = static_cast<int64_t>(mb * 1024 * 1024);
-        }
-        out[key.substr(0, at)] = c;
-      }
+      for (const auto& [key, op] : ops.items()) fn(step, key, op);
     }
   }
+}
+
+}  // namespace
+
+std::map<std::string, CollectiveInfo> parseCommunication(std::string_view json_text) {
+  std::map<std::string, CollectiveInfo> out;
+  forEachCollective(nlohmann::json::parse(json_text, nullptr, false),
+                    [&](const std::string&, const std::string& key, const nlohmann::json& op) {
+                      out[key.substr(0, key.find('@'))] = collectiveOf(key, op);
+                    });
   return out;
+}
+
+StatusOr<nlohmann::json> parseStepTraceTime(const std::string& file, std::string text) {
+  CsvReader csv(std::move(text));
+  int64_t line = 0;
+  auto header = csv.next(&line);
+  if (!header) return invalidArgument(file + ": empty (expected torch_npu's step_trace_time.csv header)");
+  ASSIGN_OR_RETURN(auto col, csvColumns(file, *header, {"Step"}));
+  nlohmann::json rows = nlohmann::json::array();
+  while (auto row = csv.next(&line)) {
+    nlohmann::json r = nlohmann::json::object();
+    for (size_t i = 0; i < header->size() && i < row->size(); ++i) {
+      const std::string& v = (*row)[i];
+      if (v.empty() || v.size() > 40) continue;
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      if (end != v.c_str() + v.size() || !std::isfinite(x)) continue;
+      r[(*header)[i]] = x;
+    }
+    const auto step = r.find("Step");
+    if (step == r.end() || *step < 0 || *step > 1e15 || *step != std::floor(step->get<double>())) continue;
+    r["Step"] = static_cast<int64_t>(step->get<double>());
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+int64_t addCommunicationTasks(std::string_view json_text, const nlohmann::json& step_rows, TraceModel& model) {
+  model.addName(kCsvHcclPid, 0, "process_name", "HCCL");
+  model.addName(kCsvHcclPid, 0, "thread_name", "Group 0 Communication");
+  std::map<int64_t, int64_t> first;  // step -> its first collective's start
+  int64_t tasks = 0;
+  forEachCollective(nlohmann::json::parse(json_text, nullptr, false), [&](const std::string& step, const std::string& key,
+                                                                          const nlohmann::json& op) {
+    if (!op.is_object() || !op.contains("Communication Time Info")) return;
+    const nlohmann::json& t = op["Communication Time Info"];
+    if (!t.is_object() || !t.contains("Start Timestamp(us)") || !t.contains("Elapse Time(ms)")) return;
+    const nlohmann::json &start = t["Start Timestamp(us)"], &elapse = t["Elapse Time(ms)"];
+    if (!start.is_number() || !elapse.is_number()) return;
+    const double start_us = start.get<double>(), elapse_ms = elapse.get<double>();
+    if (!(start_us >= 0 && start_us < 9e15 && elapse_ms >= 0 && elapse_ms < 9e9)) return;
+    const CollectiveInfo c = collectiveOf(key, op);
+    const std::string name = key.substr(0, key.find('@'));
+    const int64_t ts = static_cast<int64_t>(start_us * 1e3);
+    EventFields e;
+    e.ph = "X";
+    e.name = name;
+    e.ts_ns = ts;
+    e.dur_ns = static_cast<int64_t>(elapse_ms * 1e6);
+    e.pid = kCsvHcclPid;
+    e.tid = 0;
+    e.group = c.group;
+    if (c.bytes >= 0) e.bytes = c.bytes;
+    model.addEvent(e);
+    ++tasks;
+    if (step.rfind("step", 0) == 0 && step.size() > 4 && step.size() < 20 &&
+        step.find_first_not_of("0123456789", 4) == std::string::npos) {
+      const int64_t n = std::stoll(step.substr(4));
+      auto [it, fresh] = first.try_emplace(n, ts);
+      if (!fresh) it->second = std::min(it->second, ts);
+    }
+  });
+  if (step_rows.is_array()) {
+    for (const auto& r : step_rows) {
+      if (!r.is_object() || !r.contains("Step")) continue;
+      const int64_t n = r["Step"].get<int64_t>();
+      auto it = first.find(n);
+      const int64_t start = it == first.end() ? 0 : it->second;
+      const double stage_us = r.contains("Stage") ? r["Stage"].get<double>() : 0.0;
+      model.addStep(n, start, start + static_cast<int64_t>(std::max(0.0, std::min(stage_us, 9e12)) * 1e3));
+    }
+  }
+  model.note("no host ops and no kernels: the folder has neither trace_view.json nor kernel_details.csv; " +
+             std::to_string(tasks) + " collectives from communication.json, the steps' breakdown from step_trace_time.csv");
+  return tasks;
 }
 
 Status addKernelTasks(const std::string& file, std::string text, const std::map<std::string, CollectiveInfo>& collectives,

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,5 +37,17 @@ std::map<std::string, CollectiveInfo> parseCommunication(std::string_view json_t
 // ("FILE: line N: bad Duration(us) 'x'").
 Status addKernelTasks(const std::string& file, std::string csv, const std::map<std::string, CollectiveInfo>& collectives,
                       TraceModel& model);
+
+// step_trace_time.csv as rows: {"Step": N, "Computing": µs, ...} for every numeric column
+// (torch_npu's own step breakdown). A file without a Step column is refused
+// ("FILE: line 1: no column 'Step'"); rows whose Step is not a number are skipped.
+StatusOr<nlohmann::json> parseStepTraceTime(const std::string& file, std::string csv);
+
+// A folder with neither the timeline nor kernel_details.csv (the ranks of a pipeline-parallel
+// job whose export kept only step_trace_time.csv and communication.json): each collective of
+// communication.json as an HCCL task (its Start Timestamp(us), Elapse Time(ms), group and bytes),
+// and each row of `step_rows` a step starting at its first collective and lasting its Stage.
+// Returns the number of tasks added.
+int64_t addCommunicationTasks(std::string_view json_text, const nlohmann::json& step_rows, TraceModel& model);
 
 }  // namespace npuscope::import

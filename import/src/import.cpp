@@ -147,8 +147,10 @@ std::string mainFileOf(const RankSource& r) {
   const std::string output = ascendFolder(r.path)->output;
   const std::string db = torchNpuDbIn(output);
   if (!db.empty()) return db;
-  const std::string trace = join(output, "trace_view.json");
-  return isFile(trace) ? trace : join(output, "kernel_details.csv");
+  for (const char* n : {"trace_view.json", "kernel_details.csv", "communication.json", "step_trace_time.csv"}) {
+    if (isFile(join(output, n))) return join(output, n);
+  }
+  return join(output, "trace_view.json");
 }
 
 // A queue of batches between two threads, bounded so a fast stage waits for a slow one.
@@ -561,14 +563,31 @@ Status readAscend(const std::string& path, TraceModel& model, JsonEventStream& s
     (isFile(join(f.output, n)) ? files : missing).push_back(n);
   }
   meta["files"] = files;
+  // torch_npu's own step breakdown, kept with the run: what the cluster report shows for a rank
+  // whose folder has no kernels to recompute it from.
+  const std::string step_trace = join(f.output, "step_trace_time.csv");
+  if (isFile(step_trace)) {
+    ASSIGN_OR_RETURN(std::string text, readText(step_trace));
+    ASSIGN_OR_RETURN(nlohmann::json rows, parseStepTraceTime(step_trace, std::move(text)));
+    meta["step_trace_time"] = std::move(rows);
+  }
   if (!isFile(trace)) {
-    if (!isFile(kernels)) {
-      return invalidArgument(f.output + ": no trace_view.json, ascend_pytorch_profiler_*.db or kernel_details.csv "
-                             "(no parsed profile in it)");
-    }
+    const std::string communication = join(f.output, "communication.json");
     meta["missing"] = missing;
     model.setMetadata(jsonText(nlohmann::json{{"source", meta}}));
-    return readKernelTasks(kernels, join(f.output, "communication.json"), model);
+    if (isFile(kernels)) return readKernelTasks(kernels, communication, model);
+    if (!isFile(step_trace) && !isFile(communication)) {
+      return invalidArgument(f.output + ": no trace_view.json, ascend_pytorch_profiler_*.db, kernel_details.csv, "
+                             "step_trace_time.csv or communication.json (no parsed profile in it)");
+    }
+    std::string json = "{}";
+    if (isFile(communication)) {
+      auto text = readText(communication);
+      if (!text.isOk()) return text.status();
+      json = std::move(*text);
+    }
+    addCommunicationTasks(json, meta.contains("step_trace_time") ? meta["step_trace_time"] : nlohmann::json(), model);
+    return Status::ok();
   }
   if (isFile(kernels)) RETURN_IF_ERROR(readKernelDetails(kernels, model));
   model.setMetadata(jsonText(nlohmann::json{{"source", meta}}));

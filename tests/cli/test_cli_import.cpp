@@ -63,31 +63,37 @@ TEST(CliImport, TorchNpuFolderReportsAndComparesWithItself) {
 // profiler_info, as a second rank of the same job would be): imported as one run per rank, and
 // report --cluster prints their step breakdown from the device tasks.
 TEST(CliImport, CsvOnlyRankFoldersImportAsAJob) {
+  // The real 4-rank Qwen3 job (TP1 PP2 DP2): ranks 0 and 2 kept kernel_details.csv, ranks 1 and
+  // 3 only step_trace_time.csv and communication.json.
   const std::string dir = scratchPath("qwen3_job");
-  const std::string qwen3 = std::string(NPUSCOPE_TRACES) + "/ascend_qwen3_rank0_ascend_pt";
-  ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "' && cp -r '" + qwen3 + "' '" + dir +
-                         "/rank_0_ascend_pt' && cp -r '" + qwen3 + "' '" + dir + "/rank_1_ascend_pt' && chmod -R u+w '" +
-                         dir + "' && sed -i 's/\"rank_id\": \"0\"/\"rank_id\": \"1\"/' '" + dir +
-                         "/rank_1_ascend_pt/profiler_info_0.json'")
-                            .c_str()),
-            0);
+  std::string copy = "rm -rf '" + dir + "' && mkdir -p '" + dir + "'";
+  for (const char* rank : {"0", "1", "2", "3"}) {
+    copy += std::string(" && cp -r '") + NPUSCOPE_TRACES + "/ascend_qwen3_rank" + rank + "_ascend_pt' '" + dir + "/rank_" +
+            rank + "_ascend_pt'";
+  }
+  ASSERT_EQ(std::system(copy.c_str()), 0);
   const std::string db = scratchPath("qwen3_job.db");
   std::remove(db.c_str());
   CliRun r = run("import '" + dir + "' --db " + db);
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("rank 0  torch_npu"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("rank 1  torch_npu"), std::string::npos) << r.out;
+  for (const char* rank : {"0", "1", "2", "3"}) EXPECT_NE(r.out.find("rank " + std::string(rank) + "  torch_npu"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("0 host ops, 2463 device tasks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0 host ops, 2587 device tasks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("15 collectives from communication.json"), std::string::npos) << r.out;
   r = run("report --cluster " + db);
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("2 rank(s)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4 rank(s)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Step trace time per rank"), std::string::npos) << r.out;
-  // Step 13 recomputed from the kernels agrees with the export's own step_trace_time.csv:
-  // Computing 231290.1 us, Communication(Not Overlapped) 420174.26, Free 158558.0, Stage 810022.25.
-  for (const char* rank : {"0", "1"}) {
-    EXPECT_NE(r.out.find("    13     " + std::string(rank) + "     231.290        420.174       0.000        420.174    158.558    810.022"),
-              std::string::npos)
-        << r.out;
+  EXPECT_NE(r.out.find("rank 1: no kernels in its folder; its step breakdown is the export's own step_trace_time.csv"),
+            std::string::npos) << r.out;
+  // Step 13 of each rank equals its export's own step_trace_time.csv: ranks 0 and 2 recomputed
+  // from their kernels, ranks 1 and 3 read from the CSV (Computing, Communication(Not
+  // Overlapped), Overlapped, Communication, Free, Stage, Preparing in ms).
+  for (const char* row : {"    13     0     231.290        420.174       0.000        420.174    158.558    810.022",
+                          "    13     1     230.904        441.708       0.000        441.708    136.820    809.432      0.205",
+                          "    13     2     400.448        277.650       0.000        277.650    131.705    809.803",
+                          "    13     3     401.132        261.498       0.000        261.498    147.520    810.150      0.279"}) {
+    EXPECT_NE(r.out.find(row), std::string::npos) << row << "\n" << r.out;
   }
 }
 

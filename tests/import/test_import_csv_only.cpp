@@ -65,6 +65,40 @@ TEST_F(ImportTest, CsvOnlyFolderRefusesBadRowsInOneLine) {
   EXPECT_EQ(r->runs.at(0).device_tasks, 1);
 }
 
+// A pipeline rank whose export kept only step_trace_time.csv and communication.json (ranks 1 and
+// 3 of the real Qwen3 job: tests/data/traces/ascend_qwen3_rank1_ascend_pt) imports as its
+// collectives (15 entries with a Start Timestamp(us) in communication.json, counted with
+// Python's json module) and its step, which starts at the first of them (1764246877150725.0 us)
+// and lasts the CSV's Stage (809431.75 us); the CSV's rows stay with the run for the cluster
+// report.
+TEST_F(ImportTest, KernelLessRankFolderImportsItsCollectivesAndStep) {
+  const std::string db = path("qwen3_rank1.db");
+  auto r = importPath(kTraces + "/ascend_qwen3_rank1_ascend_pt", db);
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  const RunSummary& run = r->runs.at(0);
+  EXPECT_EQ(run.rank, 1);
+  EXPECT_EQ(run.host_ops, 0);
+  EXPECT_EQ(run.device_tasks, 15);
+  EXPECT_EQ(run.steps, 1);
+  bool said = false;
+  for (const std::string& n : run.notes) said |= n.find("15 collectives from communication.json") != std::string::npos;
+  EXPECT_TRUE(said);
+  EXPECT_EQ(q(db, "SELECT count(*) FROM device_tasks t JOIN strings y ON y.id = t.type_id WHERE y.value = 'HCCL'"), 15);
+  EXPECT_EQ(q(db, "SELECT step FROM steps"), 13);
+  EXPECT_EQ(q(db, "SELECT dur_ns FROM steps"), 809431750);
+  EXPECT_EQ(q(db, "SELECT min(start_ns) FROM device_tasks"), q(db, "SELECT start_ns FROM steps"));
+  const std::string meta = qs(db, "SELECT config_json FROM runs");
+  EXPECT_NE(meta.find("\"Computing\":230903.7200000004"), std::string::npos) << meta;
+
+  // A step_trace_time.csv without its Step column is refused in one line; a folder with none of
+  // the files is too.
+  write("nostep_ascend_pt/ASCEND_PROFILER_OUTPUT/step_trace_time.csv", "Device_id,Computing\n0,5\n");
+  expectRefused(path("nostep_ascend_pt"), "step_trace_time.csv: line 1: no column 'Step'");
+  write("empty_ascend_pt/ASCEND_PROFILER_OUTPUT/memory_record.csv", "");
+  expectRefused(path("empty_ascend_pt"), "no trace_view.json, ascend_pytorch_profiler_*.db, kernel_details.csv, "
+                                         "step_trace_time.csv or communication.json");
+}
+
 // A collective's bytes are its count times its dtype's size; a count no tensor has (found by
 // fuzz_chrome_events: 4e18 elements of INT32 overflowed) leaves the bytes unknown instead.
 TEST_F(ImportTest, ACollectivesBytesFromCountAndDtypeWithoutOverflow) {
