@@ -91,7 +91,7 @@ std::string atenOf(const std::string& type) {
       {"SwiGlu", "npu::npu_swiglu"}, {"SwiGluGrad", "npu::npu_swiglu_backward"},
       {"RotaryPositionEmbedding", "npu::npu_rotary_mul"}, {"RotaryPositionEmbeddingGrad", "npu::npu_rotary_mul_backward"},
       {"FlashAttentionScore", "npu::npu_fusion_attention"}, {"FlashAttentionScoreGrad", "npu::npu_fusion_attention_grad"},
-      {"ApplyAdamWV2", "npu::npu_apply_adam_w"},
+      {"ApplyAdamWV2", "npu::npu_apply_adam_w"}, {"ArgMaxWithValue", "aten::max"},
   };
   auto it = kMap.find(type);
   return it == kMap.end() ? "" : it->second;
@@ -127,9 +127,15 @@ int64_t modeledKernelNs(const RealKernel& k) {
     return modeled_duration_ns(work);
   }
   if (type == "MatMulV2" || type == "MatMulV3" || type == "MatMul") {
-    // out [M, N] = a (M x K, stored either way round) @ b: K from a's size.
-    if (in.size() < 2 || out.empty() || out[0].size() != 2 || out[0][0] <= 0) return -1;
-    const int64_t m = out[0][0], n = out[0][1], kk = numel(in[0]) / m;
+    // out [M, N] = a (M x K, stored either way round) @ b: K from a's size. In FRACTAL_NZ the
+    // output is [N / 16, M / 16, 16, 16].
+    if (in.size() < 2 || out.empty()) return -1;
+    const Shape& o = out[0];
+    const bool nz = k.output_formats.find("FRACTAL_NZ") != std::string::npos && o.size() == 4;
+    if (!nz && o.size() != 2) return -1;
+    const int64_t m = nz ? o[1] * o[2] : o[0], n = nz ? o[0] * o[3] : o[1];
+    if (m <= 0 || n <= 0) return -1;
+    const int64_t kk = numel(in[0]) / m;
     const std::vector<at::Tensor> inputs = {meta({m, kk}, dt), meta({kk, n}, dt)};
     return modeled_duration_ns(estimate_op_work("aten::mm", inputs, {meta({m, n}, dt)}));
   }
@@ -151,8 +157,10 @@ int64_t modeledKernelNs(const RealKernel& k) {
     // and NC1HWC0, or a weight to / from FRACTAL_Z (a costlier reshuffle).
     OpWork w;
     w.unit = ComputeUnit::kMemory;
-    w.kind = (k.input_formats + k.output_formats).find("FRACTAL_Z") != std::string::npos ? VectorKind::kFormatWeight
-                                                                                         : VectorKind::kFormatActivation;
+    const std::string formats = k.input_formats + ";" + k.output_formats;
+    w.kind = formats.find("FRACTAL_NZ") != std::string::npos  ? VectorKind::kFormatMatrix
+             : formats.find("FRACTAL_Z") != std::string::npos ? VectorKind::kFormatWeight
+                                                              : VectorKind::kFormatActivation;
     for (size_t i = 0; i < in.size(); ++i) w.bytes += static_cast<double>(numel(in[i])) * at::elementSize(dtypeAt(in_dtypes, i));
     for (size_t i = 0; i < out.size(); ++i) w.out_bytes += static_cast<double>(numel(out[i])) * at::elementSize(dtypeAt(out_dtypes, i));
     w.bytes += w.out_bytes;

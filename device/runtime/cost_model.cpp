@@ -13,7 +13,8 @@ const char* vectorKindName(VectorKind k) {
   static const char* const kNames[] = {"elementwise", "transcendental", "cast", "copy", "strided copy", "fill",
                                        "transpose", "pool", "pool backward", "softmax", "norm", "norm backward",
                                        "swiglu", "swiglu backward", "rotary", "adam", "foreach", "scatter",
-                                       "reduce (all)", "reduce (partial)", "format (activation)", "format (weight)"};
+                                       "reduce (all)", "reduce (partial)", "format (activation)", "format (weight)",
+                                       "format (matrix)"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(VectorKind::kCount));
   const auto i = static_cast<size_t>(k);
   return i < static_cast<size_t>(VectorKind::kCount) ? kNames[i] : "?";

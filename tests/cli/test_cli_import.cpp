@@ -131,6 +131,17 @@ TEST(CliCalibrate, QwenKernelsAgainstTheModel) {
   EXPECT_LE(j["geometric_sd"].get<double>(), 1.6);
   EXPECT_LE(j["uncosted_share"].get<double>(), 0.05);
   EXPECT_NEAR(j["predicted_compute_ratio"].get<double>(), 1.0, 0.25);
+  // Rank 2 of the same job (the last pipeline stage: the output layer and the loss over a
+  // 151,936-word vocabulary), which the parameters were not fitted on but for its FRACTAL_NZ
+  // conversions: the same bounds overall; the types outside are the two whose 2.5 GB operands
+  // exceed the L2 cache (docs/device.md, "remaining known biases").
+  r = run("calibrate --json " + std::string(NPUSCOPE_TRACES) + "/ascend_qwen3_rank2_ascend_pt", false);
+  ASSERT_EQ(r.exit_code, 0);
+  const auto j2 = nlohmann::json::parse(r.out);
+  EXPECT_LE(j2["geometric_sd"].get<double>(), 1.6);
+  EXPECT_LE(j2["uncosted_share"].get<double>(), 0.05);
+  EXPECT_NEAR(j2["predicted_compute_ratio"].get<double>(), 1.0, 0.25);
+  for (const auto& t : j2["types_outside"]) EXPECT_TRUE(t == "Exp" || t == "ArgMaxWithValue") << t;
 
   r = run("calibrate " + scratchPath("nothing_here"));
   EXPECT_EQ(r.exit_code, 1);

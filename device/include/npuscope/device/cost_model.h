@@ -34,6 +34,7 @@ enum class VectorKind : uint8_t {
   kReducePartial,     // a reduction over some dimensions
   kFormatActivation,  // TransData of an activation: NCHW <-> NC1HWC0
   kFormatWeight,      // TransData of a weight: NCHW <-> FRACTAL_Z
+  kFormatMatrix,      // TransData of a matrix: ND <-> FRACTAL_NZ (the Cube's tiled layout)
   kCount
 };
 const char* vectorKindName(VectorKind k);
@@ -90,6 +91,7 @@ struct CostModelParams {
       {16, 1260e9},   // kReducePartial
       {12, 2600e9},   // kFormatActivation
       {3.1, 160e9},   // kFormatWeight
+      {8, 600e9},     // kFormatMatrix (fitted on the Qwen3 job's rank 2, see docs/device.md)
   };
   // Fixed cost of starting one task on the device (scheduling, kernel prologue): the shortest
   // kernels of both steps take 1.3-1.6 µs.
