@@ -5,6 +5,7 @@
 // of the sample's db check reading by column name, missing tables and every refusal.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/mount.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -73,6 +74,35 @@ TEST_F(ImportTest, ImportingADbExportLeavesItsFolderUntouched) {
   ASSERT_TRUE(r.isOk()) << r.status().message();
   EXPECT_EQ(r->runs.at(0).host_ops, 1885);
   EXPECT_EQ(listing(), before);
+}
+
+// The same export on a read-only mount (a bind mount remounted read-only: root only, skipped
+// otherwise), where a database in WAL mode cannot even be opened normally: the import reads it.
+TEST_F(ImportTest, ImportingADbExportFromAReadOnlyMount) {
+  SKIP_WITHOUT_SAMPLE_DB();
+  const std::string folder = path("ro_src_ascend_pt/ASCEND_PROFILER_OUTPUT");
+  const std::string db = folder + "/ascend_pytorch_profiler_0.db";
+  ASSERT_EQ(std::system(("mkdir -p '" + folder + "' '" + path("ro_mount") + "' && cp '" + kSampleDb + "' '" + db + "'").c_str()), 0);
+  {
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(h, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(h);
+  }
+  const std::string ro = path("ro_mount");
+  if (::mount(path("ro_src_ascend_pt").c_str(), ro.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+    GTEST_SKIP() << "cannot bind-mount here (needs root)";
+  }
+  if (::mount(nullptr, ro.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0) {
+    ::umount(ro.c_str());
+    GTEST_SKIP() << "cannot remount read-only here";
+  }
+  const bool writable = static_cast<bool>(std::ofstream(ro + "/probe"));
+  auto r = importPath(ro, path("ro.db"));
+  ::umount(ro.c_str());
+  EXPECT_FALSE(writable) << "the mount is not read-only";
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  EXPECT_EQ(r->runs.at(0).host_ops, 1885);
 }
 
 TEST_F(ImportTest, TorchNpuDbOfTheSampleAgreesWithItsTextExport) {
