@@ -30,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   else if (read.message().empty()) __builtin_trap();  // an error always says what
 
   TraceModel bare("torch_npu", "fuzz_ascend_pt", strings);
-  const auto rows = parseStepTraceTime("step_trace_time.csv", std::string(p, csv));
+  auto rows = parseStepTraceTime("step_trace_time.csv", std::string(p, csv));
   if (!rows.isOk() && rows.status().message().empty()) __builtin_trap();
   const int64_t tasks = addCommunicationTasks(nul ? std::string_view(nul + 1, size - csv - 1) : std::string_view(),
                                               rows.isOk() ? *rows : nlohmann::json(), bare);
