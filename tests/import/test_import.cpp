@@ -411,8 +411,9 @@ TEST_F(ImportTest, BadInputIsOneLineAndLeavesNoFile) {
   expectRefused(path("infmb_ascend_pt"), "memory_record.csv: line 2: Total Reserved(MB) 'inf' is out of range");
   write("notrace_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", "Name\n");
   expectRefused(path("notrace_ascend_pt"), "kernel_details.csv: line 1: no column 'Type'");
+  // Only a step_trace_time.csv without rows (and no communication.json): nothing to import.
   write("empty_ascend_pt/ASCEND_PROFILER_OUTPUT/step_trace_time.csv", "Step\n");
-  expectRefused(path("empty_ascend_pt"), "no trace_view.json, ascend_pytorch_profiler_*.db or kernel_details.csv");
+  expectRefused(path("empty_ascend_pt"), "empty_ascend_pt: no host ops, device tasks or memory samples in the trace");
   write("nothing/readme.md", "x");
   expectRefused(path("nothing"), "no trace in this folder");
   expectRefused(write("noevents.json", R"({"traceEvents": []})"), "no host ops, device tasks or memory samples");
