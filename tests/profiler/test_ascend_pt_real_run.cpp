@@ -134,7 +134,9 @@ TEST(AscendPtOfARealRun, LaidOutAsTorchNpuWritesItAndImportsBack) {
   int64_t hardware_tasks = 0;
   for (const json& e : tv) {
     if (e["ph"] == "M" && e["name"] == "process_name") process[e["pid"].get<int64_t>()] = e["args"]["name"];
-    if (e.contains("ts")) EXPECT_TRUE(e["ts"].is_string()) << e.dump();
+    if (e.contains("ts")) {
+      EXPECT_TRUE(e["ts"].is_string()) << e.dump();
+    }
     if (e["ph"] == "X" && e.value("name", "").rfind("ProfilerStep#", 0) == 0) {
       EXPECT_EQ(e["cat"], "cpu_op");
       steps.push_back(e["name"]);
