@@ -93,7 +93,7 @@ def recorded(results_dir, this_machine):
         m = r.get("machine", {})
         if m.get("cpu") == this_machine["cpu"] and m.get("cores") == this_machine["cores"]:
             runs.append((p, r))
-    runs.sort(key=lambda pr: pr[1].get("date", ""))
+    runs.sort(key=lambda pr: (pr[1].get("time", 0), pr[1].get("date", "")))
     return runs
 
 
@@ -186,10 +186,15 @@ def main(argv):
 
     if "--no-save" not in argv and figures:
         os.makedirs(results_dir, exist_ok=True)
-        date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        name = f"{date.replace(':', '').replace('-', '')}-{commit or 'unknown'}.json"
-        record = {"date": date, "commit": commit, "dirty": dirty, "machine": me, "benchmarks": ran,
-                  "figures": dict(sorted(figures.items()))}
+        now = time.time()
+        date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+        stem = f"{date.replace(':', '').replace('-', '')}-{commit or 'unknown'}"
+        name, n = stem + ".json", 1
+        while os.path.exists(os.path.join(results_dir, name)):  # two runs in one second
+            n += 1
+            name = f"{stem}-{n}.json"
+        record = {"date": date, "time": round(now, 3), "commit": commit, "dirty": dirty, "machine": me,
+                  "benchmarks": ran, "figures": dict(sorted(figures.items()))}
         with open(os.path.join(results_dir, name), "w") as f:
             json.dump(record, f, indent=1)
             f.write("\n")
