@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "npuscope/store/format.h"
+#include "npuscope/store/saturating.h"
 
 namespace npuscope::cluster {
 
@@ -119,12 +120,14 @@ using StepSelfTimes = std::vector<std::pair<int64_t, std::vector<std::pair<std::
 std::vector<std::pair<std::string, int64_t>> selfTimes(const std::vector<OpSlice>& ops) {
   std::unordered_map<int64_t, int64_t> child_ns;
   for (const OpSlice& o : ops) {
-    if (o.parent_id >= 0) child_ns[o.parent_id] += o.dur_ns;
+    if (o.parent_id >= 0) child_ns[o.parent_id] = saturatingAdd(child_ns[o.parent_id], o.dur_ns);
   }
+  // Saturating: a damaged or hostile file's durations must not overflow (fuzz_trace_file).
   std::map<std::string, int64_t> self;
   for (const OpSlice& o : ops) {
     auto it = child_ns.find(o.id);
-    self[std::string(o.name)] += std::max<int64_t>(0, o.dur_ns - (it == child_ns.end() ? 0 : it->second));
+    int64_t& s = self[std::string(o.name)];
+    s = saturatingAdd(s, std::max<int64_t>(0, saturatingSub(o.dur_ns, it == child_ns.end() ? 0 : it->second)));
   }
   return {self.begin(), self.end()};
 }

@@ -282,5 +282,29 @@ TEST_F(ClusterJob, ADamagedRankFileIsNamedInTheNotes) {
   EXPECT_GE(damage_notes, 1u) << formatText(*rep, 0.05);
 }
 
+// A damaged file whose op durations sum past the int64 range (found by fuzz_trace_file:
+// fuzz/corpus/trace_file/crash-ubsan-self-time-overflow.db): the per-step self times saturate
+// instead of overflowing. The file is refused further on ("database disk image is
+// malformed"), after the steps whose self times overflowed; the overflow itself is undefined
+// behaviour, which the sanitizer stage of CI (scripts/sanitize.sh: this test under UBSan,
+// halting on the first report) catches.
+TEST(ClusterFiles, SelfTimesOfHugeDurationsSaturate) {
+  const std::string seed = std::string(NPUSCOPE_FUZZ_CORPUS) + "/trace_file/crash-ubsan-self-time-overflow.db";
+  const std::string copy =
+      (std::filesystem::temp_directory_path() / ("npuscope_selftime_" + std::to_string(::getpid()) + ".db")).string();
+  std::filesystem::copy_file(seed, copy, std::filesystem::copy_options::overwrite_existing);
+  auto r = analyze({copy});
+  std::filesystem::remove(copy);
+  if (r.isOk()) {
+    for (const auto& rank : r->ranks) {
+      for (const auto& [step, names] : rank.step_self_ns) {
+        for (const auto& [name, ns] : names) EXPECT_GE(ns, 0) << name;
+      }
+    }
+  } else {
+    EXPECT_NE(r.status().message().find("malformed"), std::string::npos) << r.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace npuscope::cluster
