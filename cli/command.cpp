@@ -1,6 +1,8 @@
 #include "cli/command.h"
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "npuscope/store/version.h"
 
@@ -44,6 +46,16 @@ std::string formatStat(const std::optional<double>& v) {
   if (!v) return "-";
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", *v);
+  return buf;
+}
+
+std::string formatExact(const std::optional<double>& v) {
+  if (!v) return "-";
+  char buf[40];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, *v);
+    if (std::strtod(buf, nullptr) == *v || std::isnan(*v)) break;
+  }
   return buf;
 }
 

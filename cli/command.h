@@ -49,5 +49,7 @@ StatusOr<int64_t> pickRunId(TraceReader& reader, int64_t run);
 
 // A statistic as the dump and compare tables print it: "%.6g", "-" when absent.
 std::string formatStat(const std::optional<double>& v);
+// The shortest text that reads back as the same double ("-" when none): what a dump file holds.
+std::string formatExact(const std::optional<double>& v);
 
 }  // namespace npuscope::cli

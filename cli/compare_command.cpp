@@ -1,15 +1,21 @@
 // `npuscope compare A B`: two runs' dumps op by op (msprobe's metrics, the first divergent op);
 // `compare --perf A B`: two runs' op, device-task and step times (any two runs, recorded or
 // imported).
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 
 #include "cli/commands.h"
 #include "npuscope/analysis/compare.h"
 #include "npuscope/analysis/perf_compare.h"
+#include "npuscope/import/import.h"
+#include "npuscope/import/msprobe.h"
 #include "npuscope/store/damage_warning.h"
 #include "npuscope/store/format.h"
 #include "npuscope/store/trace_reader.h"
@@ -19,7 +25,7 @@ namespace {
 
 struct CompareArgs {
   std::string a, b, csv;
-  int64_t run_a = -1, run_b = -1, step = -1;
+  int64_t run_a = -1, run_b = -1, step = -1, rank = -1;
   bool all = false;
   bool perf = false;
   int64_t top = 20;
@@ -133,27 +139,116 @@ Status runPerfCompare(const CompareArgs& args, TraceReader& ra, int64_t run_a, T
   return Status::ok();
 }
 
+// A side of the compare given as an msprobe dump folder: imported into a trace file of its own
+// for the compare's length, removed after.
+class ImportedSide {
+ public:
+  ~ImportedSide() {
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      if (!db_.empty()) std::remove((db_ + suffix).c_str());
+    }
+  }
+  // The trace file to read for PATH: PATH itself, or the file an msprobe folder was imported into.
+  StatusOr<std::string> fileFor(const std::string& path) {
+    if (import::msprobeFolders(path).empty()) return path;
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/npuscope-compare-XXXXXX";
+    std::vector<char> name(pattern.begin(), pattern.end());
+    name.push_back('\0');
+    const int fd = ::mkstemp(name.data());
+    if (fd < 0) return ioError(pattern + ": cannot create a temporary trace file for " + path);
+    ::close(fd);
+    db_ = name.data();
+    std::remove(db_.c_str());  // the writer creates it
+    auto summary = import::importPath(path, db_);
+    if (!summary.isOk()) return summary.status();
+    imported_ = true;
+    return db_;
+  }
+  bool imported() const { return imported_; }
+
+ private:
+  std::string db_;
+  bool imported_ = false;
+};
+
+// The run to compare: --run-x, else the run of --rank, else the latest (an imported msprobe
+// folder: its first rank).
+StatusOr<int64_t> runOf(TraceReader& r, int64_t run, int64_t rank, bool imported) {
+  if (run >= 0) return pickRunId(r, run);
+  ASSIGN_OR_RETURN(std::vector<RunRow> runs, r.runs());
+  if (rank >= 0) {
+    for (const RunRow& row : runs)
+      if (row.rank == rank) return row.id;
+    return notFound("no run of rank " + std::to_string(rank));
+  }
+  if (imported && !runs.empty()) {
+    int64_t first = runs.front().id;
+    for (const RunRow& row : runs) first = std::min(first, row.id);
+    return first;
+  }
+  return pickRunId(r, -1);
+}
+
+// Where run A's first divergent call ran: its modules from the outermost, and its call stack.
+void printWhere(TraceReader& r, int64_t run, const std::string& entry, int64_t step) {
+  auto entries = r.dumpEntries(run);
+  if (!entries.isOk() || entries->empty()) return;
+  std::map<std::string, std::string> parent;
+  const DumpEntryRow* found = nullptr;
+  for (const DumpEntryRow& e : *entries) {
+    if (e.step != step && step >= 0 && e.step >= 0) continue;
+    parent.emplace(e.name, e.parent);
+    if (!found && e.name == entry) found = &e;
+  }
+  if (!found) return;
+  std::vector<std::string> chain;
+  for (std::string p = found->parent; !p.empty() && chain.size() < 64; p = parent.count(p) ? parent[p] : "") chain.push_back(p);
+  if (!chain.empty()) {
+    std::printf("  in module:");
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) std::printf("%s %s", it == chain.rbegin() ? "" : "\n            >", it->c_str());
+    std::printf("\n");
+  }
+  if (!found->stack.empty()) {
+    std::printf("  called from:\n");
+    size_t at = 0;
+    int shown = 0;
+    while (at < found->stack.size() && shown < 12) {
+      size_t nl = found->stack.find('\n', at);
+      if (nl == std::string::npos) nl = found->stack.size();
+      std::string line = found->stack.substr(at, nl - at);
+      while (!line.empty() && (line.back() == ',' || line.back() == ' ')) line.pop_back();
+      size_t lead = line.find_first_not_of(' ');
+      if (lead != std::string::npos) std::printf("    %s\n", line.c_str() + lead), ++shown;
+      at = nl + 1;
+    }
+  }
+}
+
 Status runCompare(const CompareArgs& args) {
-  ASSIGN_OR_RETURN(auto ra, TraceReader::open(args.a));
+  ImportedSide side_a, side_b;
+  ASSIGN_OR_RETURN(const std::string file_a, side_a.fileFor(args.a));
+  ASSIGN_OR_RETURN(auto ra, TraceReader::open(file_a));
   const DamageWarning damage_a(*ra);
   std::unique_ptr<TraceReader> rb_owned;
   std::optional<DamageWarning> damage_b;
   TraceReader* rb = ra.get();
   if (args.b != args.a) {
-    ASSIGN_OR_RETURN(rb_owned, TraceReader::open(args.b));
+    ASSIGN_OR_RETURN(const std::string file_b, side_b.fileFor(args.b));
+    ASSIGN_OR_RETURN(rb_owned, TraceReader::open(file_b));
     rb = rb_owned.get();
     damage_b.emplace(*rb);
   }
-  ASSIGN_OR_RETURN(int64_t run_a, pickRunId(*ra, args.run_a));
+  ASSIGN_OR_RETURN(int64_t run_a, runOf(*ra, args.run_a, args.rank, side_a.imported()));
   int64_t run_b = args.run_b;
-  if (run_b < 0 && args.b == args.a) {
+  if (run_b < 0 && args.b == args.a && args.rank < 0) {
     // The same file twice: the latest run against the one before it.
     ASSIGN_OR_RETURN(std::vector<RunRow> runs, ra->runs());
     if (runs.size() < 2) return invalidArgument(args.a + ": compare of one file needs two runs (or --run-a/--run-b)");
     run_a = args.run_a >= 0 ? args.run_a : runs[0].id;
     run_b = runs[1].id == run_a ? runs[0].id : runs[1].id;
   } else {
-    ASSIGN_OR_RETURN(run_b, pickRunId(*rb, args.run_b));
+    ASSIGN_OR_RETURN(run_b, runOf(*rb, args.run_b, args.rank, side_b.imported()));
   }
   if (args.perf) return runPerfCompare(args, *ra, run_a, *rb, run_b);
   compare::CompareOptions o;
@@ -164,19 +259,29 @@ Status runCompare(const CompareArgs& args) {
   } else {
     std::printf("first divergent op: %s (step %lld, %s)\n", res.first_divergent_op.c_str(),
                 static_cast<long long>(res.first_divergent_step), res.first_error_op.empty() ? "warning" : "error");
+    printWhere(*ra, run_a, res.first_divergent_op, res.first_divergent_step);
   }
+  if (res.statistics_only) std::printf("statistics only (msprobe's summary mode): max, min, mean and l2norm compared\n");
   std::printf("run %lld of %s vs run %lld of %s: %zu tensors, %zu pass, %zu warning, %zu error, %zu not compared\n",
               static_cast<long long>(run_a), args.a.c_str(), static_cast<long long>(run_b), args.b.c_str(),
               res.rows.size(), res.pass, res.warning, res.error, res.not_compared);
-  std::printf("%5s  %-44s %-8s %12s %12s %12s %12s  %s\n", "step", "tensor", "result", "cosine", "max_abs",
-              "max_rel", "1e-3 ratio", "message");
+  if (res.statistics_only) {
+    std::printf("%5s  %-44s %-8s %12s %12s %12s %12s  %s\n", "step", "tensor", "result", "max diff", "min diff",
+                "mean diff", "l2norm diff", "message");
+  } else {
+    std::printf("%5s  %-44s %-8s %12s %12s %12s %12s  %s\n", "step", "tensor", "result", "cosine", "max_abs", "max_rel",
+                "1e-3 ratio", "message");
+  }
   for (const auto& r : res.rows) {
     if (!args.all && r.verdict == compare::Verdict::kPass) continue;
     auto m = [&](double v) { return r.has_metrics ? formatStat(std::isnan(v) ? std::nullopt : std::optional(v)) : "N/A"; };
-    std::printf("%5lld  %-44s %-8s %12s %12s %12s %12s  %s\n", static_cast<long long>(r.step),
-                r.tensorName().c_str(), compare::verdictName(r.verdict), m(r.metrics.cosine).c_str(),
-                m(r.metrics.max_abs_err).c_str(), m(r.metrics.max_relative_err).c_str(),
-                m(r.metrics.one_thousandth_ratio).c_str(), r.message.c_str());
+    auto d = [&](double v) { return r.has_summary ? formatStat(std::isnan(v) ? std::nullopt : std::optional(v)) : "N/A"; };
+    const bool stats = res.statistics_only;
+    std::printf("%5lld  %-44s %-8s %12s %12s %12s %12s  %s\n", static_cast<long long>(r.step), r.tensorName().c_str(),
+                compare::verdictName(r.verdict), stats ? d(r.summary.max_diff).c_str() : m(r.metrics.cosine).c_str(),
+                stats ? d(r.summary.min_diff).c_str() : m(r.metrics.max_abs_err).c_str(),
+                stats ? d(r.summary.mean_diff).c_str() : m(r.metrics.max_relative_err).c_str(),
+                stats ? d(r.summary.norm_diff).c_str() : m(r.metrics.one_thousandth_ratio).c_str(), r.message.c_str());
   }
   if (!args.csv.empty()) {
     std::ofstream out(args.csv);
@@ -192,11 +297,13 @@ Status runCompare(const CompareArgs& args) {
 void addCompareCommand(Commands& cli) {
   auto cmp_args = std::make_shared<CompareArgs>();
   auto* cmp = cli.app().add_subcommand("compare", "Compare two runs' dumps op by op (msprobe metrics, first divergent op)");
-  cmp->add_option("A", cmp_args->a, "Trace file of the run under test (e.g. O2)")->required();
-  cmp->add_option("B", cmp_args->b, "Trace file of the bench run (e.g. O0); may be A itself")->required();
+  cmp->add_option("A", cmp_args->a, "Trace file of the run under test (e.g. O2), or an msprobe dump folder")->required();
+  cmp->add_option("B", cmp_args->b, "Trace file of the bench run (e.g. O0; may be A itself), or an msprobe dump folder")
+      ->required();
   cmp->add_option("--run-a", cmp_args->run_a, "Run id in A (default: the latest)");
   cmp->add_option("--run-b", cmp_args->run_b, "Run id in B (default: the latest; the one before when B is A)");
   cmp->add_option("--step", cmp_args->step, "Only this step");
+  cmp->add_option("--rank", cmp_args->rank, "Compare the runs of this rank (a job, or msprobe rank folders)");
   cmp->add_option("--csv", cmp_args->csv, "Write every row as msprobe's CSV to this file");
   cmp->add_flag("--all", cmp_args->all, "Print passing rows too");
   cmp->add_flag("--perf", cmp_args->perf,

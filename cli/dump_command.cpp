@@ -24,15 +24,15 @@ Status runList(const ListArgs& a) {
   ASSIGN_OR_RETURN(auto reader, TraceReader::open(a.file));
   ASSIGN_OR_RETURN(int64_t run, pickRunId(*reader, a.run));
   ASSIGN_OR_RETURN(std::vector<TensorDumpInfo> dumps, reader->tensorDumps(run));
-  std::printf("%6s %5s  %-36s %-6s %3s %-9s %-18s %12s %12s %12s %12s %5s %5s %10s\n", "id", "step", "op", "io", "idx",
+  std::printf("%6s %5s  %-36s %-12s %-9s %-18s %12s %12s %12s %12s %5s %5s %10s\n", "id", "step", "op", "tensor",
               "dtype", "shape", "min", "max", "mean", "l2norm", "nan", "inf", "bytes");
   size_t shown = 0;
   for (const auto& d : dumps) {
     if (a.step >= 0 && d.step != a.step) continue;
     if (!a.op.empty() && d.op_name.find(a.op) == std::string::npos && d.op_type.find(a.op) == std::string::npos) continue;
-    std::printf("%6lld %5lld  %-36s %-6s %3lld %-9s %-18s %12s %12s %12s %12s %5s %5s %10lld\n",
-                static_cast<long long>(d.id), static_cast<long long>(d.step), d.op_name.c_str(), d.io.c_str(),
-                static_cast<long long>(d.idx), d.dtype.c_str(), d.shape.c_str(), formatStat(d.min).c_str(), formatStat(d.max).c_str(),
+    std::printf("%6lld %5lld  %-36s %-12s %-9s %-18s %12s %12s %12s %12s %5s %5s %10lld\n",
+                static_cast<long long>(d.id), static_cast<long long>(d.step), d.op_name.c_str(), d.argName().c_str(),
+                d.dtype.c_str(), d.shape.c_str(), formatStat(d.min).c_str(), formatStat(d.max).c_str(),
                 formatStat(d.mean).c_str(), formatStat(d.l2norm).c_str(),
                 d.nan_count ? std::to_string(*d.nan_count).c_str() : "-",
                 d.inf_count ? std::to_string(*d.inf_count).c_str() : "-", static_cast<long long>(d.data_bytes));
@@ -56,7 +56,7 @@ Status runShow(const ShowArgs& a) {
   ASSIGN_OR_RETURN(std::vector<TensorDumpInfo> dumps, reader->tensorDumps(run));
   const TensorDumpInfo* found = nullptr;
   for (const auto& d : dumps) {
-    const std::string name = d.op_name + "." + d.io + "." + std::to_string(d.idx);
+    const std::string name = d.op_name + "." + d.argName();
     if ((a.tensor == std::to_string(d.id) || a.tensor == name) && (a.step < 0 || d.step == a.step)) {
       found = &d;
       break;
@@ -64,12 +64,12 @@ Status runShow(const ShowArgs& a) {
   }
   if (!found) return notFound(a.file + ": run " + std::to_string(run) + " has no tensor dump '" + a.tensor + "'");
   const auto& d = *found;
-  std::printf("tensor   %s.%s.%lld (dump %lld, step %lld)\n", d.op_name.c_str(), d.io.c_str(),
-              static_cast<long long>(d.idx), static_cast<long long>(d.id), static_cast<long long>(d.step));
+  std::printf("tensor   %s.%s (dump %lld, step %lld)\n", d.op_name.c_str(), d.argName().c_str(),
+              static_cast<long long>(d.id), static_cast<long long>(d.step));
   std::printf("op type  %s\ndtype    %s\nshape    %s\nformat   %s\n", d.op_type.c_str(), d.dtype.c_str(), d.shape.c_str(),
               d.format.c_str());
-  std::printf("min %s  max %s  mean %s  l2norm %s  nan %s  inf %s\n", formatStat(d.min).c_str(), formatStat(d.max).c_str(),
-              formatStat(d.mean).c_str(), formatStat(d.l2norm).c_str(), d.nan_count ? std::to_string(*d.nan_count).c_str() : "-",
+  std::printf("min %s  max %s  mean %s  l2norm %s  nan %s  inf %s\n", formatExact(d.min).c_str(), formatExact(d.max).c_str(),
+              formatExact(d.mean).c_str(), formatExact(d.l2norm).c_str(), d.nan_count ? std::to_string(*d.nan_count).c_str() : "-",
               d.inf_count ? std::to_string(*d.inf_count).c_str() : "-");
   if (d.data_ref >= 0) {
     std::printf("stored   with dump %lld (the same bytes, kept once per step)\n", static_cast<long long>(d.data_ref));

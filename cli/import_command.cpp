@@ -77,6 +77,12 @@ int runImport(const ImportOptions& o) {
     std::printf("run %lld", static_cast<long long>(r.run_id));
     if (r.rank >= 0) std::printf("  rank %lld", static_cast<long long>(r.rank));
     std::printf("  %s  %s\n", r.source.c_str(), r.path.c_str());
+    if (r.source == "msprobe") {
+      std::printf("  %lld dumped calls, %lld tensors and arguments, %lld steps\n", static_cast<long long>(r.dump_entries),
+                  static_cast<long long>(r.dump_tensors), static_cast<long long>(r.steps));
+      for (const std::string& n : r.notes) std::printf("import: %s\n", n.c_str());
+      continue;
+    }
     std::printf("  %lld host ops, %lld device tasks (%lld linked to the host op that launched them), %lld steps, "
                 "%lld memory samples\n",
                 static_cast<long long>(r.host_ops), static_cast<long long>(r.device_tasks),

@@ -92,7 +92,55 @@ bool dtypesComparable(DType a, DType b) {
   return a == b || (mixed(a) && mixed(b));
 }
 
-std::string CompareRow::tensorName() const { return op_name + "." + io + "." + std::to_string(idx); }
+std::string CompareRow::tensorName() const {
+  return op_name + "." + (arg.empty() ? io + "." + std::to_string(idx) : arg);
+}
+
+SummaryDiffs summaryDiffs(const CompareRow& r) {
+  SummaryDiffs d;
+  auto one = [](const std::optional<double>& a, const std::optional<double>& b, double* diff, double* rel) {
+    if (!a || !b) {
+      *diff = *rel = kNaN;
+      return;
+    }
+    *diff = *a - *b;
+    *rel = *b == 0 ? kNaN : std::fabs(*diff / *b);
+  };
+  one(r.npu_max, r.bench_max, &d.max_diff, &d.max_rel);
+  one(r.npu_min, r.bench_min, &d.min_diff, &d.min_rel);
+  one(r.npu_mean, r.bench_mean, &d.mean_diff, &d.mean_rel);
+  one(r.npu_l2norm, r.bench_l2norm, &d.norm_diff, &d.norm_rel);
+  return d;
+}
+
+Verdict summaryVerdict(const CompareRow& r, std::string* message) {
+  const std::optional<double>* pairs[4][2] = {{&r.npu_max, &r.bench_max},
+                                              {&r.npu_min, &r.bench_min},
+                                              {&r.npu_mean, &r.bench_mean},
+                                              {&r.npu_l2norm, &r.bench_l2norm}};
+  static const char* const kNames[4] = {"max", "min", "mean", "l2norm"};
+  bool warn = false;
+  std::string worst;
+  for (int i = 0; i < 4; ++i) {
+    const std::optional<double>&a = *pairs[i][0], &b = *pairs[i][1];
+    if (!a || !b) continue;
+    if (!std::isfinite(*a) && std::isfinite(*b)) {
+      *message = std::string("NPU ") + kNames[i] + " is " + (std::isnan(*a) ? "nan" : "inf") + ", bench's is finite";
+      return Verdict::kError;
+    }
+    if (!std::isfinite(*a) || !std::isfinite(*b)) continue;
+    const double magnitude = std::fabs(*a - *b) / (std::fabs(std::max(*a, *b)) + 1e-10);
+    if (magnitude > kSummaryMagnitude && !warn) {
+      warn = true;
+      worst = kNames[i];
+    }
+  }
+  if (warn) {
+    *message = "Need double check api accuracy (" + worst + " differs by more than half)";
+    return Verdict::kWarning;
+  }
+  return Verdict::kPass;
+}
 
 
 namespace {
@@ -128,9 +176,24 @@ StatusOr<CompareResult> compareRuns(TraceReader& a, int64_t run_a, TraceReader& 
                                     const CompareOptions& options) {
   ASSIGN_OR_RETURN(std::vector<TensorDumpInfo> da, a.tensorDumps(run_a));
   ASSIGN_OR_RETURN(std::vector<TensorDumpInfo> db, b.tensorDumps(run_b));
-  using Key = std::tuple<int64_t, std::string, std::string, int64_t>;
+  // Steps pair by number when both runs dumped the same steps, else in order.
+  std::map<int64_t, int64_t> step_a, step_b;
+  for (const auto& d : da) step_a.emplace(d.step, 0);
+  for (const auto& d : db) step_b.emplace(d.step, 0);
+  const bool same_steps = [&] {
+    if (step_a.size() != step_b.size()) return false;
+    for (auto ia = step_a.begin(), ib = step_b.begin(); ia != step_a.end(); ++ia, ++ib)
+      if (ia->first != ib->first) return false;
+    return true;
+  }();
+  for (auto* m : {&step_a, &step_b}) {
+    int64_t n = 0;
+    for (auto& [step, key] : *m) key = same_steps ? step : n++;
+  }
+  using Key = std::tuple<int64_t, std::string, std::string>;
   std::map<Key, const TensorDumpInfo*> bench;
-  for (const auto& d : db) bench.emplace(Key{d.step, d.op_name, d.io, d.idx}, &d);
+  std::map<const TensorDumpInfo*, bool> bench_used;
+  for (const auto& d : db) bench.emplace(Key{step_b[d.step], d.op_name, d.argName()}, &d);
 
   // Loss scales per step: a loss-scaled backward (O1/O2) holds gradients multiplied by its
   // scale; comparing them to an unscaled run needs the scales taken out first.
@@ -154,17 +217,19 @@ StatusOr<CompareResult> compareRuns(TraceReader& a, int64_t run_a, TraceReader& 
     row.op_type = d.op_type;
     row.io = d.io;
     row.idx = d.idx;
+    row.arg = d.arg;
     row.npu_dtype = d.dtype;
     row.npu_shape = d.shape;
     row.npu_max = d.max;
     row.npu_min = d.min;
     row.npu_mean = d.mean;
     row.npu_l2norm = d.l2norm;
-    auto it = bench.find(Key{d.step, d.op_name, d.io, d.idx});
+    auto it = bench.find(Key{step_a[d.step], d.op_name, d.argName()});
     if (it == bench.end()) {
       row.message = "missing in bench";
     } else {
       const TensorDumpInfo& e = *it->second;
+      bench_used[&e] = true;
       row.bench_dtype = e.dtype;
       row.bench_shape = e.shape;
       row.bench_max = e.max;
@@ -179,12 +244,21 @@ StatusOr<CompareResult> compareRuns(TraceReader& a, int64_t run_a, TraceReader& 
         row.verdict = Verdict::kError;
         row.message = "dtype mismatch";
       } else if (d.data_bytes == 0 || e.data_bytes == 0) {
-        // Statistics-only dumps: only a difference in non-finite counts is decisive.
-        if (d.nan_count && e.nan_count && (*d.nan_count != *e.nan_count || *d.inf_count != *e.inf_count)) {
+        // Statistics only: msprobe's summary mode.
+        row.has_summary = true;
+        row.summary = summaryDiffs(row);
+        row.verdict = summaryVerdict(row, &row.message);
+        // A NaN statistic is stored as none: the counts say it (msprobe's dumps: 1 = at least one).
+        auto more = [](const std::optional<int64_t>& x, const std::optional<int64_t>& y) {
+          return x && *x > 0 && y && *y == 0;
+        };
+        if (more(d.nan_count, e.nan_count) || more(d.inf_count, e.inf_count)) {
           row.verdict = Verdict::kError;
-          row.message = "non-finite counts differ (statistics only)";
-        } else {
-          row.message = "no data (statistics only)";
+          row.message = more(d.nan_count, e.nan_count) ? "NPU has nan, bench has none" : "NPU has inf, bench has none";
+        } else if (row.verdict == Verdict::kPass && d.nan_count && e.nan_count && d.inf_count && e.inf_count &&
+                   (*d.nan_count != *e.nan_count || *d.inf_count != *e.inf_count)) {
+          row.verdict = Verdict::kError;
+          row.message = "non-finite counts differ";
         }
       } else {
         ASSIGN_OR_RETURN(std::vector<double> va, loadValues(a, d, ta));
@@ -223,6 +297,31 @@ StatusOr<CompareResult> compareRuns(TraceReader& a, int64_t run_a, TraceReader& 
     }
     res.rows.push_back(std::move(row));
   }
+  // The bench's tensors without a partner: listed, never dropped.
+  for (const auto& e : db) {
+    if (bench_used.count(&e) || (options.step && e.step != *options.step)) continue;
+    CompareRow row;
+    row.step = e.step;
+    row.op_name = e.op_name;
+    row.op_type = e.op_type;
+    row.io = e.io;
+    row.idx = e.idx;
+    row.arg = e.arg;
+    row.bench_dtype = e.dtype;
+    row.bench_shape = e.shape;
+    row.bench_max = e.max;
+    row.bench_min = e.min;
+    row.bench_mean = e.mean;
+    row.bench_l2norm = e.l2norm;
+    row.only_in_bench = true;
+    row.message = "missing in A";
+    ++res.not_compared;
+    res.rows.push_back(std::move(row));
+  }
+  res.statistics_only = !res.rows.empty();
+  for (const auto& r : res.rows) {
+    if (r.has_metrics) res.statistics_only = false;
+  }
   if (!res.first_error_op.empty()) {
     res.first_divergent_op = res.first_error_op;
   } else if (!res.first_warning_op.empty()) {
@@ -239,20 +338,38 @@ StatusOr<CompareResult> compareRuns(TraceReader& a, int64_t run_a, TraceReader& 
 
 std::string toCsv(const CompareResult& result) {
   std::string out =
-      "Step,NPU Name,Bench Name,NPU Dtype,Bench Dtype,NPU Tensor Shape,Bench Tensor Shape,Cosine,EucDist,"
-      "MaxAbsErr,MaxRelativeErr,One Thousandth Err Ratio,Five Thousandths Err Ratio,NPU max,NPU min,NPU mean,"
-      "NPU l2norm,Bench max,Bench min,Bench mean,Bench l2norm,Result,Err_message\n";
+      result.statistics_only
+          ? "Step,NPU Name,Bench Name,NPU Dtype,Bench Dtype,NPU Tensor Shape,Bench Tensor Shape,Max diff,Min diff,"
+            "Mean diff,L2norm diff,MaxRelativeErr,MinRelativeErr,MeanRelativeErr,NormRelativeErr,NPU max,NPU min,"
+            "NPU mean,NPU l2norm,Bench max,Bench min,Bench mean,Bench l2norm,Result,Err_message\n"
+          : "Step,NPU Name,Bench Name,NPU Dtype,Bench Dtype,NPU Tensor Shape,Bench Tensor Shape,Cosine,EucDist,"
+            "MaxAbsErr,MaxRelativeErr,One Thousandth Err Ratio,Five Thousandths Err Ratio,NPU max,NPU min,NPU mean,"
+            "NPU l2norm,Bench max,Bench min,Bench mean,Bench l2norm,Result,Err_message\n";
   for (const auto& r : result.rows) {
     auto metric = [&](double v) { return r.has_metrics ? fmtDouble(std::isnan(v) ? std::nullopt : std::optional(v)) : "N/A"; };
+    auto diff = [&](double v) { return r.has_summary && !std::isnan(v) ? fmtDouble(v) : std::string("N/A"); };
+    auto percent = [&](double v) { return r.has_summary && !std::isnan(v) ? fmtDouble(100 * v) + "%" : std::string("N/A"); };
+    const bool has_npu = !r.only_in_bench;
     const bool has_bench = !r.bench_dtype.empty();
-    std::vector<std::string> f = {
-        std::to_string(r.step), r.tensorName(), has_bench ? r.tensorName() : "N/A", r.npu_dtype,
-        has_bench ? r.bench_dtype : "N/A", r.npu_shape, has_bench ? r.bench_shape : "N/A",
-        metric(r.metrics.cosine), metric(r.metrics.euc_dist), metric(r.metrics.max_abs_err),
-        metric(r.metrics.max_relative_err), metric(r.metrics.one_thousandth_ratio),
-        metric(r.metrics.five_thousandths_ratio), fmtDouble(r.npu_max), fmtDouble(r.npu_min), fmtDouble(r.npu_mean),
-        fmtDouble(r.npu_l2norm), fmtDouble(r.bench_max), fmtDouble(r.bench_min), fmtDouble(r.bench_mean),
-        fmtDouble(r.bench_l2norm), verdictName(r.verdict), r.message};
+    const std::string na = "N/A";
+    std::vector<std::string> f = {std::to_string(r.step), has_npu ? r.tensorName() : na, has_bench ? r.tensorName() : na,
+                                  has_npu ? r.npu_dtype : na, has_bench ? r.bench_dtype : na, has_npu ? r.npu_shape : na,
+                                  has_bench ? r.bench_shape : na};
+    if (result.statistics_only) {
+      for (const std::string& v : {diff(r.summary.max_diff), diff(r.summary.min_diff), diff(r.summary.mean_diff),
+                                   diff(r.summary.norm_diff), percent(r.summary.max_rel), percent(r.summary.min_rel),
+                                   percent(r.summary.mean_rel), percent(r.summary.norm_rel)})
+        f.push_back(v);
+    } else {
+      for (const std::string& v : {metric(r.metrics.cosine), metric(r.metrics.euc_dist), metric(r.metrics.max_abs_err),
+                                   metric(r.metrics.max_relative_err), metric(r.metrics.one_thousandth_ratio),
+                                   metric(r.metrics.five_thousandths_ratio)})
+        f.push_back(v);
+    }
+    for (const std::string& v : {fmtDouble(r.npu_max), fmtDouble(r.npu_min), fmtDouble(r.npu_mean), fmtDouble(r.npu_l2norm),
+                                 fmtDouble(r.bench_max), fmtDouble(r.bench_min), fmtDouble(r.bench_mean),
+                                 fmtDouble(r.bench_l2norm), std::string(verdictName(r.verdict)), r.message})
+      f.push_back(v);
     for (size_t i = 0; i < f.size(); ++i) {
       if (i) out += ',';
       out += csvField(f[i]);

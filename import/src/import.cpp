@@ -15,10 +15,12 @@
 #include <map>
 #include <optional>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "chrome_parser.h"
 #include "json_stream.h"
+#include "npuscope/import/msprobe.h"
 #include "npuscope/store/trace_writer.h"
 #include "ascend_csv.h"
 #include "text.h"
@@ -623,12 +625,95 @@ StatusOr<CsvTable> kernelDetailsTable(const std::string& path) {
 }
 
 StatusOr<std::string> detectFormat(const std::string& path) {
+  if (!msprobeFolders(path).empty()) return std::string("msprobe");
   ASSIGN_OR_RETURN(std::vector<RankSource> ranks, sourcesOf(path));
   if (isDir(path) && !ascendFolder(path)) return std::string("cluster");
   return ranks.front().format == "kineto" ? std::string("kineto") : std::string("torch_npu");
 }
 
+namespace {
+
+// An msprobe dump: one run per rank, its steps' entries and tensors in order (the files are
+// read whole; a statistics dump is ~1 KB per call).
+StatusOr<Summary> importMsprobe(const std::vector<MsprobeFolder>& folders, const std::string& db,
+                                const Options& options) {
+  int64_t total = 0, done = 0;
+  for (const MsprobeFolder& f : folders) total += fileSize(join(f.path, "dump.json"));
+  std::set<int64_t> ranks;
+  for (const MsprobeFolder& f : folders) ranks.insert(f.rank);
+  Summary summary;
+  std::unique_ptr<TraceWriter> writer;
+  for (size_t i = 0; i < folders.size();) {
+    // Every step of this rank, read before its run is written.
+    const int64_t rank = folders[i].rank;
+    std::vector<MsprobeDump> steps;
+    std::string task, level, framework;
+    const size_t first = i;
+    for (; i < folders.size() && folders[i].rank == rank; ++i) {
+      const MsprobeFolder& f = folders[i];
+      MsprobeDump d;
+      ASSIGN_OR_RETURN(std::string text, readText(join(f.path, "dump.json")));
+      RETURN_IF_ERROR(parseMsprobeDump(text, join(f.path, "dump.json"), f.step, &d));
+      for (const char* extra : {"stack.json", "construct.json"}) {
+        const std::string p = join(f.path, extra);
+        if (!isFile(p)) continue;
+        ASSIGN_OR_RETURN(std::string t, readText(p));
+        RETURN_IF_ERROR(extra[0] == 's' ? applyMsprobeStacks(t, p, &d) : applyMsprobeConstruct(t, p, &d));
+      }
+      done += fileSize(join(f.path, "dump.json"));
+      if (options.progress && !options.progress(done, total)) return failedPrecondition(f.path + ": import cancelled");
+      if (task.empty()) task = d.task, level = d.level, framework = d.framework;
+      steps.push_back(std::move(d));
+    }
+    if (!writer) {
+      TraceWriter::Options wo;
+      wo.page_cache_kib = 8192;
+      ASSIGN_OR_RETURN(writer, TraceWriter::open(db, wo));
+    }
+    RunInfo info;
+    info.command = "import";
+    info.source = "msprobe";
+    info.source_path = folders[first].path;
+    if (ranks.size() > 1 || rank >= 0) {
+      info.rank = std::max<int64_t>(rank, 0);
+      info.world_size = static_cast<int64_t>(ranks.size());
+    }
+    info.model = framework;
+    info.config_json = jsonText(nlohmann::json{{"source", {{"format", "msprobe"}, {"task", task}, {"level", level},
+                                                           {"framework", framework}}}});
+    RunSummary run;
+    run.source = "msprobe";
+    run.path = folders[first].path;
+    run.rank = info.rank;
+    ASSIGN_OR_RETURN(run.run_id, writer->beginRun(info));
+    int64_t skipped = 0;
+    for (MsprobeDump& d : steps) {
+      run.dump_entries += static_cast<int64_t>(d.entries.size());
+      run.dump_tensors += static_cast<int64_t>(d.tensors.size());
+      run.steps += 1;
+      skipped += d.skipped_values;
+      writer->addDumpEntries(std::move(d.entries));
+      writer->addTensorDumps(std::move(d.tensors));
+    }
+    if (skipped > 0) {
+      run.notes.push_back(std::to_string(skipped) + " arguments without a tensor or number (None, slices, strings) not kept");
+    }
+    RETURN_IF_ERROR(writer->endRun("completed", "", 0));
+    summary.runs.push_back(std::move(run));
+  }
+  if (!writer) return invalidArgument("no msprobe dump folder");
+  RETURN_IF_ERROR(writer->flush());
+  const Status closed = writer->close();
+  if (!closed.isOk()) summary.warning = closed.message();
+  return summary;
+}
+
+}  // namespace
+
 StatusOr<Summary> importPath(const std::string& path, const std::string& db, const Options& options) {
+  if (const std::vector<MsprobeFolder> folders = msprobeFolders(path); !folders.empty()) {
+    return importMsprobe(folders, db, options);
+  }
   ASSIGN_OR_RETURN(std::vector<RankSource> ranks, sourcesOf(path));
   const bool cluster = isDir(path) && !ascendFolder(path);
   int64_t total = 0, done_before = 0;

@@ -1157,7 +1157,7 @@ StatusOr<std::vector<TensorDumpInfo>> TraceReader::tensorDumps(int64_t run_id) {
                    cached("dumps",
                           "SELECT d.id, d.step, d.op_id, d.op_name, d.op_type, d.io, d.idx, d.dtype, d.shape, d.format,"
                           " d.min, d.max, d.mean, d.l2norm, d.nan_count, d.inf_count,"
-                          " length(coalesce(d.data, r.data)), d.data_ref"
+                          " length(coalesce(d.data, r.data)), d.data_ref, d.arg"
                           " FROM tensor_dumps d LEFT JOIN tensor_dumps r ON r.id = d.data_ref"
                           " WHERE d.run_id=?1 ORDER BY d.id"));
   StmtUse use(st);
@@ -1184,9 +1184,29 @@ StatusOr<std::vector<TensorDumpInfo>> TraceReader::tensorDumps(int64_t run_id) {
     d.inf_count = colOptInt(st, 15);
     d.data_bytes = colInt(st, 16, 0);
     d.data_ref = colInt(st, 17, -1);
+    d.arg = colText(st, 18);
     out.push_back(std::move(d));
   }
   if (rc != SQLITE_DONE) return stepError(db_.get(), "reading tensor dumps");
+  return out;
+}
+
+StatusOr<std::vector<DumpEntryRow>> TraceReader::dumpEntries(int64_t run_id) {
+  ASSIGN_OR_RETURN(sqlite3_stmt * st,
+                   cached("dump_entries", "SELECT step, name, parent, stack FROM dump_entries WHERE run_id=?1 ORDER BY id"));
+  StmtUse use(st);
+  sqlite3_bind_int64(st, 1, run_id);
+  std::vector<DumpEntryRow> out;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    DumpEntryRow e;
+    e.step = colInt(st, 0);
+    e.name = colText(st, 1);
+    e.parent = colText(st, 2);
+    e.stack = colText(st, 3);
+    out.push_back(std::move(e));
+  }
+  if (rc != SQLITE_DONE) return stepError(db_.get(), "reading dump entries");
   return out;
 }
 

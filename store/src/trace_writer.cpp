@@ -362,7 +362,9 @@ Status TraceWriter::prepareStatements() {
       " VALUES (?,?,?,?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(statements_.insert_dump_, prepare(db,
       "INSERT INTO tensor_dumps(run_id, step, op_id, op_name, op_type, io, idx, dtype, shape, format, min, max, mean,"
-      " l2norm, nan_count, inf_count, data, data_ref) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+      " l2norm, nan_count, inf_count, data, data_ref, arg) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(statements_.insert_entry_,
+                   prepare(db, "INSERT INTO dump_entries(run_id, step, name, parent, stack) VALUES (?,?,?,?,?)"));
   const char* tasks =
       "INSERT INTO device_tasks(run_id, step, op_id, device, stream, name_id, type_id, start_ns, dur_ns, correlation,"
       " shapes_id, bytes, comm_group)";
@@ -479,6 +481,11 @@ void TraceWriter::addMemory(const MemoryRecord& r) { enqueue(r, false); }
 void TraceWriter::addMemory(std::vector<MemoryRecord>&& batch) {
   if (!batch.empty()) enqueue(std::move(batch), false);
 }
+void TraceWriter::addDumpEntries(std::vector<DumpEntryRecord>&& batch) {
+  if (batch.empty()) return;
+  enqueue(std::move(batch));
+}
+
 void TraceWriter::addTensorDumps(std::vector<TensorDumpRecord>&& batch) {
   if (batch.empty()) return;
   size_t bytes = 0;
@@ -719,6 +726,27 @@ Status TraceWriter::write(Item& item) {
     for (const TensorDumpRecord& d : *dumps) RETURN_IF_ERROR(writeTensorDump(d));
     return Status::ok();
   }
+  if (auto* entries = std::get_if<std::vector<DumpEntryRecord>>(&item)) {
+    if (run < 0) return failedPrecondition("dump entries before beginRun");
+    sqlite3_stmt* st = statements_.insert_entry_.get();
+    for (const DumpEntryRecord& e : *entries) {
+      sqlite3_bind_int64(st, 1, run);
+      bindOptionalInt(st, 2, e.step, -1);
+      sqlite3_bind_text(st, 3, e.name.data(), static_cast<int>(e.name.size()), SQLITE_STATIC);
+      if (e.parent.empty()) {
+        sqlite3_bind_null(st, 4);
+      } else {
+        sqlite3_bind_text(st, 4, e.parent.data(), static_cast<int>(e.parent.size()), SQLITE_STATIC);
+      }
+      if (e.stack.empty()) {
+        sqlite3_bind_null(st, 5);
+      } else {
+        sqlite3_bind_text(st, 5, e.stack.data(), static_cast<int>(e.stack.size()), SQLITE_STATIC);
+      }
+      RETURN_IF_ERROR(stepStatement(db, st));
+    }
+    return Status::ok();
+  }
   if (auto* tasks = std::get_if<std::vector<DeviceTaskRecord>>(&item)) {
     if (run < 0) return failedPrecondition("device tasks before beginRun");
     RETURN_IF_ERROR(writeNewStrings());
@@ -859,12 +887,17 @@ Status TraceWriter::writeTensorDump(const TensorDumpRecord& d) {
     sqlite3_bind_double(st, 12, d.max);
     sqlite3_bind_double(st, 13, d.mean);
     sqlite3_bind_double(st, 14, d.l2norm);
-    sqlite3_bind_int64(st, 15, d.nan_count);
-    sqlite3_bind_int64(st, 16, d.inf_count);
+    bindOptionalInt(st, 15, d.nan_count, -1);  // msprobe's statistics have no counts
+    bindOptionalInt(st, 16, d.inf_count, -1);
   }
   // Already in its stored form (addTensorDumps); SQLITE_STATIC: the row outlives the step.
   if (!d.data.empty()) sqlite3_bind_blob64(st, 17, d.data.data(), d.data.size(), SQLITE_STATIC);
   bindOptionalInt(st, 18, data_ref, -1);
+  if (d.arg.empty()) {
+    sqlite3_bind_null(st, 19);
+  } else {
+    text(19, d.arg);
+  }
   RETURN_IF_ERROR(stepStatement(db_.get(), st));
   if (d.payload_key != 0) payload_rows_[d.payload_key] = sqlite3_last_insert_rowid(db_.get());
   return Status::ok();

@@ -19,6 +19,10 @@
 // and are left out of the cosine sums; any other non-finite pair gives infinite errors.
 // Verdicts: pass when Cosine > 0.99 and MaxAbsErr < 0.001; error when Cosine < 0.9 or
 // MaxAbsErr > 1 (or a shape/dtype mismatch, or non-finite errors); warning otherwise.
+// Statistics only (msprobe's "summary" mode, either side without data): each of max, min, mean
+// and l2norm gives `diff = a - b` and `relative = |diff / b|`; warning when, for any of them,
+// |diff| / (|max(a, b)| + 1e-10) > 0.5 (msprobe's magnitude rule), error when run A's statistics
+// hold a NaN or an infinity that the bench's do not, pass otherwise.
 // fp16 / bf16 / fp32 pairs are not a dtype mismatch (mixed-precision vs full-precision runs).
 #pragma once
 
@@ -57,6 +61,15 @@ struct CompareOptions {
   std::optional<int64_t> step;  // only this step (default: every step present in run A)
 };
 
+// Statistics-mode differences (A - B) and relative errors |diff / B| (NaN when B is 0 or either
+// statistic is missing).
+struct SummaryDiffs {
+  double max_diff = 0, min_diff = 0, mean_diff = 0, norm_diff = 0;
+  double max_rel = 0, min_rel = 0, mean_rel = 0, norm_rel = 0;
+};
+// msprobe's magnitude threshold of the statistics mode.
+constexpr double kSummaryMagnitude = 0.5;
+
 // One compared tensor. NPU side = run A, bench side = run B.
 struct CompareRow {
   int64_t step = -1;
@@ -65,8 +78,11 @@ struct CompareRow {
   std::string io;        // input | output
   int64_t idx = 0;
   std::string npu_dtype, bench_dtype, npu_shape, bench_shape;
+  std::string arg;  // msprobe's argument path when the dump has one ("input.0.1"); else empty
   bool has_metrics = false;  // both sides had data of equal shape and comparable dtypes
   TensorMetrics metrics;
+  bool has_summary = false;  // compared by statistics (a side without data)
+  SummaryDiffs summary;
   std::optional<double> npu_max, npu_min, npu_mean, npu_l2norm, bench_max, bench_min, bench_mean, bench_l2norm;
   Verdict verdict = Verdict::kNotCompared;
   // Run A's values were divided by this before the metrics: the ratio of the two runs' loss
@@ -74,12 +90,15 @@ struct CompareRow {
   // within 5 %). 1 otherwise.
   double loss_scale_ratio = 1.0;
   std::string message;  // why a row is n/a or an error without metrics ("missing in bench", ...)
-  // `{op_name}.{io}.{idx}`, msprobe's tensor name (e.g. "addmm.3.forward.output.0").
+  // `{op_name}.{arg}` or `{op_name}.{io}.{idx}`, msprobe's tensor name (e.g.
+  // "Functional.conv2d.0.forward.input.0", "addmm.3.forward.output.0").
   std::string tensorName() const;
+  bool only_in_bench = false;  // a tensor of run B without a partner in run A (listed after A's rows)
 };
 
 struct CompareResult {
-  std::vector<CompareRow> rows;  // in run A's dump order
+  std::vector<CompareRow> rows;  // in run A's dump order, then run B's tensors missing in A
+  bool statistics_only = false;  // no row had data on both sides: msprobe's summary mode
   size_t pass = 0, warning = 0, error = 0, not_compared = 0;
   // The first divergent op in run A's order: the first op with an error row if any, else the
   // first with a warning row; empty when every row passes. Its step is first_divergent_step.
@@ -89,8 +108,10 @@ struct CompareResult {
 };
 
 // Compares run `run_a` of `a` against run `run_b` of `b` (the same reader twice is fine).
-// Tensors are aligned on (step, op name, io, idx); rows of run A without a partner say
-// "missing in bench".
+// Tensors are aligned on (step, op name, argument): msprobe's full tensor name. Steps pair by
+// number when the two runs dumped the same steps, else in order (an msprobe dump without step
+// folders against a run's step 0). Rows of run A without a partner say "missing in bench"; run
+// B's tensors without a partner follow, saying "missing in A".
 StatusOr<CompareResult> compareRuns(TraceReader& a, int64_t run_a, TraceReader& b, int64_t run_b,
                                     const CompareOptions& options = CompareOptions());
 
@@ -98,7 +119,16 @@ StatusOr<CompareResult> compareRuns(TraceReader& a, int64_t run_a, TraceReader& 
 // Bench Tensor Shape,Cosine,EucDist,MaxAbsErr,MaxRelativeErr,One Thousandth Err Ratio,
 // Five Thousandths Err Ratio,NPU max,NPU min,NPU mean,NPU l2norm,Bench max,Bench min,
 // Bench mean,Bench l2norm,Result,Err_message`; missing values are `N/A`.
+// In statistics-only mode (result.statistics_only), msprobe's summary columns instead:
+// `Step,NPU Name,Bench Name,NPU Dtype,Bench Dtype,NPU Tensor Shape,Bench Tensor Shape,Max diff,
+// Min diff,Mean diff,L2norm diff,MaxRelativeErr,MinRelativeErr,MeanRelativeErr,NormRelativeErr,
+// NPU max,NPU min,NPU mean,NPU l2norm,Bench max,Bench min,Bench mean,Bench l2norm,Result,
+// Err_message` (relative errors as msprobe's percent text, "12.5%").
 std::string toCsv(const CompareResult& result);
+
+// Statistics-mode differences of two tensors' statistics, and their verdict.
+SummaryDiffs summaryDiffs(const CompareRow& row);
+Verdict summaryVerdict(const CompareRow& row, std::string* message);
 
 }  // namespace compare
 }  // namespace npuscope

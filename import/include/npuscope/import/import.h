@@ -2,7 +2,8 @@
 //   - torch.profiler / Kineto chrome traces (*.json, *.json.gz; current and 2021-era names),
 //   - torch_npu's profiler output (a *_ascend_pt folder or its ASCEND_PROFILER_OUTPUT), text or
 //     database export (ascend_pytorch_profiler_{rank}.db, which may also be given itself),
-//   - a folder holding several ranks of either kind (one run per rank, a cluster).
+//   - a folder holding several ranks of either kind (one run per rank, a cluster),
+//   - msprobe's dumps (a dump.json folder, or its step*/rank* tree; npuscope/import/msprobe.h).
 // Reading streams: JSON in bounded chunks (simdjson), gzip through zlib, the database row by
 // row (SQLite); only compact event records are held, so memory stays a fraction of the file.
 // docs/import.md has the mapping.
@@ -25,11 +26,12 @@ struct Options {
 
 struct RunSummary {
   int64_t run_id = -1;
-  std::string source;       // kineto | torch_npu
+  std::string source;       // kineto | torch_npu | msprobe
   std::string path;         // the file or folder of this rank
   int64_t rank = -1;
   int64_t host_ops = 0, device_tasks = 0, linked_tasks = 0, steps = 0, memory_samples = 0;
   int64_t events = 0;       // events read
+  int64_t dump_entries = 0, dump_tensors = 0;  // an msprobe dump: calls and their tensors
   std::vector<std::string> notes;  // what was skipped, once per kind, with counts
 };
 
@@ -53,7 +55,8 @@ struct CsvTable {
 // the CSV itself, an *_ascend_pt folder or its ASCEND_PROFILER_OUTPUT. Errors name the file.
 StatusOr<CsvTable> kernelDetailsTable(const std::string& path);
 
-// What PATH is, for messages and the GUI: kineto | torch_npu | cluster; an error when it is none.
+// What PATH is, for messages and the GUI: kineto | torch_npu | cluster | msprobe; an error when
+// it is none.
 StatusOr<std::string> detectFormat(const std::string& path);
 
 // Imports PATH into the trace file `db` (created when missing). Errors name the file and the place.

@@ -87,6 +87,18 @@ struct TensorDumpRecord {
   // holding row's id). Keys are unique within a step; the holder must be added first.
   uint64_t payload_key = 0;
   uint64_t same_data_as = 0;
+  // Schema 9: msprobe's path of the argument ("input.0", "input.0.1", "input.bias", "output.0");
+  // empty for the dumper's own rows (named `{io}.{idx}`).
+  std::string arg;
+};
+
+// One dumped API or module call in msprobe's terms (schema 9, table dump_entries): its entry
+// name, the module entry it ran in (construct.json) and its call stack (stack.json).
+struct DumpEntryRecord {
+  int64_t step = -1;
+  std::string name;    // e.g. "Functional.conv2d.0.forward"
+  std::string parent;  // "": top level
+  std::string stack;   // frames one per line; "": none
 };
 
 // A task that ran on a real device, read from an imported trace (a GPU kernel or copy, an Ascend

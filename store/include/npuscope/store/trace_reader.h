@@ -208,6 +208,15 @@ struct TensorDumpInfo {
   std::optional<int64_t> nan_count, inf_count;
   int64_t data_bytes = 0;  // stored size of its payload (0: statistics only)
   int64_t data_ref = -1;   // the row whose stored payload it shares (-1: its own data column)
+  std::string arg;         // msprobe's argument path ("input.0.1", "output.0"); "": `{io}.{idx}`
+  // The tensor's name after its op's: msprobe's argument path, or `{io}.{idx}`.
+  std::string argName() const { return arg.empty() ? io + "." + std::to_string(idx) : arg; }
+};
+
+// A dumped call in msprobe's terms (`dump_entries`, schema 9).
+struct DumpEntryRow {
+  int64_t step = -1;
+  std::string name, parent, stack;  // parent, stack: "" when none
 };
 
 struct TensorDumpData {
@@ -322,6 +331,8 @@ class TraceReader {
   StatusOr<int64_t> earliestTime(int64_t run_id);
 
   StatusOr<std::vector<TensorDumpInfo>> tensorDumps(int64_t run_id);
+  // The run's msprobe entries in call order (empty for a run without them).
+  StatusOr<std::vector<DumpEntryRow>> dumpEntries(int64_t run_id);
   StatusOr<TensorDumpData> tensorDumpData(int64_t dump_id);
 
   // The text of an interned string id of this file ("" for unknown ids); the view lives as long

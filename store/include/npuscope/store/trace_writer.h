@@ -85,6 +85,8 @@ class TraceWriter {
   // max_queued_dump_bytes of stored payload are queued, so a dump cannot outgrow memory; dump
   // records are never dropped.
   void addTensorDumps(std::vector<TensorDumpRecord>&& batch);
+  // msprobe entries (the calls whose tensors addTensorDumps stores), in call order.
+  void addDumpEntries(std::vector<DumpEntryRecord>&& batch);
   // Device tasks of an imported trace; their op ids are those of the run's op records. Waits
   // while 64k task records are still queued.
   void addDeviceTasks(std::vector<DeviceTaskRecord>&& batch);
@@ -122,7 +124,7 @@ class TraceWriter {
   };
   struct FlushCmd {};
   using Item = std::variant<std::unique_ptr<OpBuffer>, StepRecord, OverflowRecord, CollectiveRecord, MemoryRecord,
-                            std::vector<MemoryRecord>, std::vector<TensorDumpRecord>,
+                            std::vector<MemoryRecord>, std::vector<TensorDumpRecord>, std::vector<DumpEntryRecord>,
                             std::vector<DeviceTaskRecord>, BeginCmd, EndCmd, FlushCmd>;
 
   TraceWriter(ScopedDb db, Options options);
@@ -157,7 +159,7 @@ class TraceWriter {
   // Finalized together by close(), before the connection closes.
   struct Statements {
     ScopedStmt insert_op_, insert_ops_, insert_block_, insert_step_, insert_overflow_, insert_collective_,
-        insert_memory_, insert_memories_, insert_dump_, insert_task_, insert_tasks_, insert_string_, insert_run_,
+        insert_memory_, insert_memories_, insert_dump_, insert_entry_, insert_task_, insert_tasks_, insert_string_, insert_run_,
         end_run_, begin_, commit_;
   } statements_;
 
