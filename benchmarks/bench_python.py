@@ -8,6 +8,9 @@ is reported (as benchmarks/ratio.h does for the C++ benchmarks), beside total-ov
                               tensor: the device's dispatch cost seen from Python (target <= 1.3)
   ratio_py_profile_overhead   a CNN training step from Python (forward, backward, NpuFusedAdam)
                               inside npuscope.profile vs outside (target <= 1.05)
+  ratio_py_msprobe_statistics the same step dumped by msprobe's PrecisionDebugger (task statistics,
+                              level mix: every API and module call, forward and backward, its
+                              dump.json written each step) vs not dumped (target <= 1.3)
 """
 import json
 import os
@@ -102,6 +105,42 @@ def profile_overhead(pairs, steps, db):
     return alternate(run, run, pairs, setup_a=start, teardown_a=stop)
 
 
+def msprobe_overhead(pairs, steps, dump_path):
+    from npuscope.msprobe import PrecisionDebugger
+    torch.manual_seed(0)
+    model = Cnn().npu()
+    opt = optimizers.NpuFusedAdam(model.parameters(), lr=1e-3)
+    x = torch.randn(64, 1, 28, 28, device="npu")
+    y = torch.randint(0, 10, (64,), device="npu")
+    debugger = PrecisionDebugger(task="statistics", dump_path=dump_path, level="mix")
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    def plain():
+        for _ in range(steps):
+            loss = step()
+        float(loss)
+
+    def dumped():
+        for _ in range(steps):
+            debugger.start(model)
+            loss = step()
+            debugger.stop()
+            debugger.step()
+        float(loss)
+
+    plain(), dumped()  # warm up
+    try:
+        return alternate(dumped, plain, pairs)
+    finally:
+        debugger.close()
+
+
 def main():
     quick = "--quick" in sys.argv
     out = {}
@@ -115,7 +154,12 @@ def main():
     out["ratio_py_profile_overhead"] = round(r, 3)
     out["ratio_py_profile_overhead_of_means"] = round(total, 3)
     out["py_cnn_step_ms"] = round(b / 5 * 1e3, 3)
-    out["targets"] = {"ratio_py_small_op_vs_cpu": "<= 1.3", "ratio_py_profile_overhead": "<= 1.05"}
+    with tempfile.TemporaryDirectory() as d:
+        r, total, a, b = msprobe_overhead(pairs=4 if quick else 10, steps=5, dump_path=d)
+    out["ratio_py_msprobe_statistics"] = round(r, 3)
+    out["ratio_py_msprobe_statistics_of_means"] = round(total, 3)
+    out["targets"] = {"ratio_py_small_op_vs_cpu": "<= 1.3", "ratio_py_profile_overhead": "<= 1.05",
+                      "ratio_py_msprobe_statistics": "<= 1.3"}
     print(json.dumps(out, indent=2))
 
 

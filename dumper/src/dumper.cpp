@@ -4,7 +4,9 @@
 #include "npuscope/dumper/dumper.h"
 
 #include <sys/stat.h>
+#include <zlib.h>
 
+#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/function_schema.h>
 #include <ATen/core/ivalue.h>
@@ -541,6 +543,72 @@ struct Dumper::Impl {
     }
   }
 };
+
+MsprobeStats msprobeStats(const at::Tensor& t, bool with_crc32) {
+  MsprobeStats out;
+  CapturedTensor c;
+  if (!describe(t, &c)) return out;
+  out.dumpable = true;
+  const size_t n = static_cast<size_t>(t.numel());
+  if (n == 0) return out;
+  std::vector<uint8_t> scratch;
+  const uint8_t* src = nullptr;
+  if (t.is_contiguous()) {
+    src = static_cast<const uint8_t*>(t.data_ptr());
+  } else {
+    scratch.resize(c.bytes);
+    gather(t, scratch.data());
+    src = scratch.data();
+  }
+  // Large tensors in chunks on the intra-op threads (the step's own ops use them the same way),
+  // combined: min / max, the sums behind mean and norm, the counts.
+  tensor::TensorStats s;
+  constexpr int64_t kChunk = int64_t{1} << 20;  // below ~8 MB one thread reads faster than two
+  const size_t es = tensor::dtypeSize(c.dtype);
+  if (static_cast<int64_t>(n) <= 2 * kChunk) {
+    s = tensor::computeStats(src, c.dtype, n);
+  } else {
+    const int64_t chunks = (static_cast<int64_t>(n) + kChunk - 1) / kChunk;
+    std::vector<tensor::TensorStats> parts(static_cast<size_t>(chunks));
+    at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k) {
+        const size_t first = static_cast<size_t>(k * kChunk);
+        const size_t count = std::min<size_t>(static_cast<size_t>(kChunk), n - first);
+        parts[static_cast<size_t>(k)] = tensor::computeStats(src + first * es, c.dtype, count);
+      }
+    });
+    double sum = 0, sq = 0, mn = INFINITY, mx = -INFINITY;
+    int64_t finite_or_inf = 0;
+    for (const tensor::TensorStats& p : parts) {
+      s.nan_count += p.nan_count;
+      s.inf_count += p.inf_count;
+      const int64_t m = p.count - p.nan_count;
+      if (m == 0) continue;
+      finite_or_inf += m;
+      sum += p.mean * static_cast<double>(m);
+      sq += p.l2norm * p.l2norm;
+      mn = std::min(mn, p.min);
+      mx = std::max(mx, p.max);
+    }
+    s.count = static_cast<int64_t>(n);
+    s.min = mn;
+    s.max = mx;
+    s.mean = finite_or_inf ? sum / static_cast<double>(finite_or_inf) : NAN;
+    s.l2norm = std::sqrt(sq);
+  }
+  out.has_minmax = true;
+  out.has_mean = c.dtype != DType::kBool;
+  if (s.nan_count > 0) {
+    out.max = out.min = out.mean = out.norm = std::numeric_limits<double>::quiet_NaN();
+  } else {
+    out.max = s.max;
+    out.min = s.min;
+    out.mean = s.mean;
+    out.norm = s.l2norm;
+  }
+  if (with_crc32) out.crc32 = static_cast<uint32_t>(::crc32(0L, src, static_cast<uInt>(c.bytes)));
+  return out;
+}
 
 Dumper::Dumper() : impl_(std::make_unique<Impl>()) {}
 Dumper::~Dumper() = default;

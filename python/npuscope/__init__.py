@@ -26,6 +26,7 @@ from . import optimizers
 from .profiler import profile, record_function, dump, Profile
 from . import distributed
 from . import parallel
+from . import msprobe
 
 __version__ = "0.1.0"
 
@@ -34,4 +35,4 @@ distributed.register()
 distributed.refuse_data_parallel()
 
 __all__ = ["device", "format_device", "is_npu", "npu", "amp", "optimizers", "distributed", "parallel", "profile", "Profile",
-           "record_function", "dump"]
+           "record_function", "dump", "msprobe"]

@@ -356,11 +356,21 @@ def profile(db="npuscope.db", schedule=None, record_shapes=True, profile_memory=
     return Profile(db, schedule, record_shapes, profile_memory, with_modules, dump_config)
 
 
-def dump(config="acl.json", db="npuscope.db", **kwargs):
+def dump(config=None, db="npuscope.db", format="acl", **kwargs):
     """A recording that also dumps op tensors as ``config`` (an acl.json) says, whatever
     ACL_DUMP_DATA is: the dumps are rows of the trace file ``db`` (and Ascend dump files when the
-    config has a dump_path), as ``ACL_DUMP_DATA=1 npuscope train`` makes them."""
-    return Profile(db, dump_config=config, **kwargs)
+    config has a dump_path), as ``ACL_DUMP_DATA=1 npuscope train`` makes them.
+
+    ``format="msprobe"``: msprobe's dump instead, a PrecisionDebugger (npuscope.msprobe) of the
+    msprobe config.json ``config`` or of msprobe's keys given here (task, dump_path, level, step,
+    model, ...); ``with npuscope.dump(format="msprobe", dump_path="d", model=net) as dbg:`` dumps
+    the block; ``dbg.step()`` ends a step."""
+    if format == "msprobe":
+        from . import msprobe
+        return msprobe.PrecisionDebugger(config_path=config, **kwargs)
+    if format != "acl":
+        raise ValueError(f"dump format '{format}' is not provided (expected acl or msprobe)")
+    return Profile(db, dump_config=config or "acl.json", **kwargs)
 
 
 # ---- hooks for npuscope.amp and npuscope.optimizers ------------------------------------------

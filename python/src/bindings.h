@@ -35,6 +35,7 @@ struct GuardScope {
 void bindDevice(py::module_& m);
 void bindOptim(py::module_& m);
 void bindAmp(py::module_& m);
+void bindMsprobe(py::module_& m);
 void bindProfiler(py::module_& m);
 void bindDistributed(py::module_& m);
 

@@ -40,4 +40,5 @@ PYBIND11_MODULE(_C, m) {
   npuscope::python::bindAmp(m);
   npuscope::python::bindProfiler(m);
   npuscope::python::bindDistributed(m);
+  npuscope::python::bindMsprobe(m);
 }

@@ -14,6 +14,6 @@ CREATE TABLE dump_entries (
   step    INTEGER,
   name    TEXT NOT NULL,                   -- e.g. Functional.conv2d.0.forward
   parent  TEXT,                            -- the enclosing module's entry, NULL: top level
-  stack   TEXT                             -- the call stack, one frame per line, innermost first
+  stack   TEXT                             -- the call stack: its frames as msprobe writes them, newline-joined
 );
 CREATE INDEX dump_entries_run ON dump_entries(run_id, name);

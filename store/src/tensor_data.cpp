@@ -155,6 +155,48 @@ std::string formatShape(const std::vector<int64_t>& dims) {
   return s + "]";
 }
 
+namespace {
+
+constexpr size_t kBlock = 1024, kLanes = 16;
+
+// One block of kBlock floats: per-lane sums, sums of squares, minima and maxima, in GCC / Clang
+// vector types (the auto-vectorizer leaves the plain loop scalar). Built for AVX2 too and picked
+// at run time (target_clones): statistics of every dumped tensor run here.
+typedef float Lanes8 __attribute__((vector_size(32)));
+static_assert(kLanes == 16, "two Lanes8 per step");
+
+__attribute__((target_clones("avx2", "default"))) void floatBlock(const uint8_t* data, float* out_s, float* out_q,
+                                                                   float* out_mn, float* out_mx) {
+  Lanes8 s0 = {}, s1 = {}, q0 = {}, q1 = {}, mn0, mn1, mx0, mx1;
+  std::memcpy(&mn0, data, sizeof mn0);
+  std::memcpy(&mn1, data + sizeof mn0, sizeof mn1);
+  mx0 = mn0;
+  mx1 = mn1;
+  for (size_t j = 0; j < kBlock; j += kLanes) {
+    Lanes8 a, b;
+    std::memcpy(&a, data + 4 * j, sizeof a);
+    std::memcpy(&b, data + 4 * j + sizeof a, sizeof b);
+    s0 += a;
+    s1 += b;
+    q0 += a * a;
+    q1 += b * b;
+    mn0 = a < mn0 ? a : mn0;
+    mn1 = b < mn1 ? b : mn1;
+    mx0 = a > mx0 ? a : mx0;
+    mx1 = b > mx1 ? b : mx1;
+  }
+  std::memcpy(out_s, &s0, sizeof s0);
+  std::memcpy(out_s + 8, &s1, sizeof s1);
+  std::memcpy(out_q, &q0, sizeof q0);
+  std::memcpy(out_q + 8, &q1, sizeof q1);
+  std::memcpy(out_mn, &mn0, sizeof mn0);
+  std::memcpy(out_mn + 8, &mn1, sizeof mn1);
+  std::memcpy(out_mx, &mx0, sizeof mx0);
+  std::memcpy(out_mx + 8, &mx1, sizeof mx1);
+}
+
+}  // namespace
+
 TensorStats computeStats(const uint8_t* data, DType t, size_t count) {
   TensorStats s;
   s.count = static_cast<int64_t>(count);
@@ -176,20 +218,10 @@ TensorStats computeStats(const uint8_t* data, DType t, size_t count) {
     // The common case: blocks summed in float lanes without branches (the dumper's stats mode
     // runs this on every op's tensors); a block holding inf/NaN (its sums turn non-finite) or
     // values too big to square in float is redone element by element in double.
-    constexpr size_t kBlock = 1024, kLanes = 8;
     size_t i = 0;
     for (; i + kBlock <= count; i += kBlock) {
-      float bs[kLanes] = {}, bq[kLanes] = {}, bmn[kLanes], bmx[kLanes];
-      for (size_t l = 0; l < kLanes; ++l) bmn[l] = bmx[l] = load<float>(data + 4 * i);
-      for (size_t j = 0; j < kBlock; j += kLanes) {
-        for (size_t l = 0; l < kLanes; ++l) {
-          const float v = load<float>(data + 4 * (i + j + l));
-          bs[l] += v;
-          bq[l] += v * v;
-          bmn[l] = v < bmn[l] ? v : bmn[l];
-          bmx[l] = v > bmx[l] ? v : bmx[l];
-        }
-      }
+      float bs[kLanes], bq[kLanes], bmn[kLanes], bmx[kLanes];
+      floatBlock(data + 4 * i, bs, bq, bmn, bmx);
       double ds = 0, dq = 0;
       for (size_t l = 0; l < kLanes; ++l) {
         ds += bs[l];

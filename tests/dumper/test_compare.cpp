@@ -221,4 +221,79 @@ TEST(CompareTest, LossScaledGradientsCompareAfterTheScaleIsRemoved) {
   EXPECT_EQ(res->first_divergent_op, "relu.0.forward");
 }
 
+// msprobe's statistics ("summary") mode: runs whose dumps hold statistics only (an msprobe dump,
+// read), named by msprobe's argument paths; differences A - B, relative errors |diff / B|, and
+// msprobe's rule: warning when |diff| / (|max(a, b)| + 1e-10) > 0.5 for any statistic.
+TEST(CompareTest, StatisticsOnlyRunsFollowMsprobesSummaryRules) {
+  const std::string path = (std::filesystem::temp_directory_path() / "npuscope_compare_summary.db").string();
+  std::filesystem::remove(path);
+  auto stats = [](int64_t step, const std::string& entry, const std::string& arg, double mx, double mn, double mean,
+                  double norm, int64_t nan = 0) {
+    TensorDumpRecord r;
+    r.step = step;
+    r.op_name = entry;
+    r.op_type = entry.substr(0, entry.rfind('.', entry.rfind('.') - 1));
+    r.io = arg.substr(0, arg.find('.'));
+    r.arg = arg;
+    r.dtype = "float32";
+    r.shape = "[4]";
+    r.has_stats = true;
+    r.max = mx;
+    r.min = mn;
+    r.mean = mean;
+    r.l2norm = norm;
+    r.nan_count = nan;
+    r.inf_count = nan ? -1 : 0;
+    return r;
+  };
+  int64_t a, b;
+  {
+    auto w = TraceWriter::open(path);
+    ASSERT_TRUE(w.isOk()) << w.status().message();
+    a = *(*w)->beginRun(RunInfo{});
+    (*w)->addTensorDumps({stats(-1, "Functional.linear.0.forward", "input.0", 1, -1, 0.5, 2),
+                          stats(-1, "Functional.linear.0.forward", "output.0", 3, -1, 0.30, 4),
+                          stats(-1, "Functional.relu.0.forward", "output.0", NAN, NAN, NAN, NAN, 1)});
+    ASSERT_TRUE((*w)->endRun("completed").isOk());
+    b = *(*w)->beginRun(RunInfo{});
+    (*w)->addTensorDumps({stats(0, "Functional.linear.0.forward", "input.0", 1, -1, 0.5, 2),
+                          stats(0, "Functional.linear.0.forward", "output.0", 2, -1, 0.10, 4),
+                          stats(0, "Functional.relu.0.forward", "output.0", 3, 0, 0.75, 3.5),
+                          stats(0, "Functional.softmax.0.forward", "output.0", 1, 0, 0.25, 1)});
+    ASSERT_TRUE((*w)->endRun("completed").isOk());
+  }
+  auto reader = TraceReader::open(path);
+  ASSERT_TRUE(reader.isOk());
+  auto res = compareRuns(**reader, a, **reader, b);
+  ASSERT_TRUE(res.isOk()) << res.status().message();
+  EXPECT_TRUE(res->statistics_only);
+  ASSERT_EQ(res->rows.size(), 4u);
+  EXPECT_EQ(res->rows[0].tensorName(), "Functional.linear.0.forward.input.0") << "step -1 pairs with step 0: in order";
+  EXPECT_EQ(res->rows[0].verdict, Verdict::kPass) << res->rows[0].message;
+  const CompareRow& out = res->rows[1];
+  ASSERT_TRUE(out.has_summary);
+  EXPECT_DOUBLE_EQ(out.summary.max_diff, 1.0);
+  EXPECT_DOUBLE_EQ(out.summary.max_rel, 0.5);   // |1 / 2|
+  EXPECT_DOUBLE_EQ(out.summary.mean_diff, 0.2);
+  EXPECT_DOUBLE_EQ(out.summary.mean_rel, 2.0);  // |0.2 / 0.1|
+  // max: 1 / 3 = 0.33 (within); mean: 0.2 / 0.3 = 0.67 > 0.5: warning.
+  EXPECT_EQ(out.verdict, Verdict::kWarning) << out.message;
+  EXPECT_NE(out.message.find("mean"), std::string::npos) << out.message;
+  EXPECT_EQ(res->rows[2].verdict, Verdict::kError) << "a NaN the bench does not have";
+  EXPECT_EQ(res->rows[2].message, "NPU has nan, bench has none");
+  EXPECT_TRUE(res->rows[3].only_in_bench);
+  EXPECT_EQ(res->rows[3].message, "missing in A");
+  EXPECT_EQ(res->first_divergent_op, "Functional.relu.0.forward");
+  const std::string csv = toCsv(*res);
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "Step,NPU Name,Bench Name,NPU Dtype,Bench Dtype,NPU Tensor Shape,Bench Tensor Shape,Max diff,Min diff,"
+            "Mean diff,L2norm diff,MaxRelativeErr,MinRelativeErr,MeanRelativeErr,NormRelativeErr,NPU max,NPU min,"
+            "NPU mean,NPU l2norm,Bench max,Bench min,Bench mean,Bench l2norm,Result,Err_message");
+  EXPECT_NE(csv.find("Functional.linear.0.forward.output.0,Functional.linear.0.forward.output.0,float32,float32,[4],[4],"
+                     "1,0,0.2,0,50%,0%,200%,0%"),
+            std::string::npos)
+      << csv;
+  EXPECT_NE(csv.find("N/A,Functional.softmax.0.forward.output.0"), std::string::npos) << "bench-only row, NPU side N/A";
+}
+
 }  // namespace npuscope::compare

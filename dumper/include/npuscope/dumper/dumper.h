@@ -60,10 +60,27 @@
 namespace npuscope {
 class TraceWriter;
 }
+namespace at {
+class Tensor;
+}
 
 namespace npuscope::dumper {
 
 const char* componentName();
+
+// A tensor's statistics as msprobe's statistics dump writes them (npuscope.msprobe's
+// PrecisionDebugger), read straight from its memory with no torch op: Max, Min, Mean and Norm
+// (L2) in double; all four NaN when an element is NaN (torch's max and mean propagate it);
+// Mean and Norm absent for a bool tensor (Max = any, Min = all); all absent for an empty one.
+// `crc32`: msprobe's "md5" of the md5 summary mode (the CRC-32 of the raw bytes in logical
+// order), computed when asked.
+struct MsprobeStats {
+  bool dumpable = false;  // a dtype the dumper reads (float, int, bool)
+  bool has_minmax = false, has_mean = false;
+  double max = 0, min = 0, mean = 0, norm = 0;
+  uint32_t crc32 = 0;
+};
+MsprobeStats msprobeStats(const at::Tensor& t, bool with_crc32);
 
 // An overflowing op found in overflow check mode, in the order found.
 struct OverflowHit {
