@@ -1,4 +1,5 @@
 #include "npuscope/analysis/advisor.h"
+#include "npuscope/analysis/first_nonfinite.h"
 #include "npuscope/analysis/predicted_timeline.h"
 
 #include <algorithm>
@@ -389,6 +390,54 @@ void realHostBound(const std::vector<StepRow>& steps, const std::vector<StepDevi
 }
 }  // namespace
 
+// first_nonfinite: where the first NaN / infinity of the dumps appeared (first_nonfinite.h), over
+// this run and the other ranks of its job in the same file (an imported msprobe job holds all).
+Status firstNonFinite(TraceReader& reader, int64_t run_id, std::vector<Finding>* out) {
+  ASSIGN_OR_RETURN(RunRow run, reader.run(run_id));
+  std::vector<std::pair<int64_t, int64_t>> ranks;  // rank, run id
+  if (run.rank >= 0) {
+    ASSIGN_OR_RETURN(std::vector<RunRow> runs, reader.runs());
+    std::map<int64_t, RunRow> newest;
+    for (const RunRow& r : runs) {
+      if (r.rank < 0 || r.job != run.job || r.source != run.source) continue;
+      auto it = newest.find(r.rank);
+      if (it == newest.end() || r.id > it->second.id) newest[r.rank] = r;
+    }
+    newest[run.rank] = run;
+    for (const auto& [rank, r] : newest) ranks.push_back({rank, r.id});
+  } else {
+    ranks.push_back({0, run_id});
+  }
+  std::vector<nonfinite::RankEvent> events;
+  std::vector<int64_t> ids;
+  for (const auto& [rank, id] : ranks) {
+    ASSIGN_OR_RETURN(std::vector<nonfinite::RankEvent> e, nonfinite::firstEvents(reader, id, rank));
+    events.insert(events.end(), e.begin(), e.end());
+    ids.push_back(rank);
+  }
+  const nonfinite::Finding f = nonfinite::locate(ids, events);
+  if (!f.found) return Status::ok();
+  Finding x;
+  x.rule = "first_nonfinite";
+  x.severity = Severity::kCritical;
+  const bool job = ranks.size() > 1;
+  x.title = "First NaN/inf of the dumps: " + std::string(job ? "rank " + std::to_string(f.origin.rank) + ", " : "") +
+            "step " + std::to_string(f.origin.step) + ", " + f.origin.op;
+  std::string evidence = nonfinite::describe(f);
+  while (!evidence.empty() && evidence.back() == '\n') evidence.pop_back();
+  for (char& c : evidence) c = c == '\n' ? ';' : c;
+  x.evidence = evidence;
+  x.suggestion = f.origin.kind == nonfinite::Kind::kInputs
+                     ? "its inputs were non-finite already: check the data fed to it, or dump the calls before it"
+                     : "start at " + f.origin.op + (job ? " on rank " + std::to_string(f.origin.rank) : "") +
+                           ": compare its inputs and outputs with a CPU or GPU run (npuscope compare A B); values on other "
+                           "ranks that arrived through a collective follow from it";
+  x.ops = {f.origin.op};
+  x.steps = {f.origin.step};
+  out->push_back(std::move(x));
+  return Status::ok();
+}
+
 StatusOr<std::vector<Finding>> advise(TraceReader& reader, int64_t run_id, const AdvisorOptions& o) {
   OpAggregateQuery q;
   q.run_id = run_id;
@@ -411,6 +460,7 @@ StatusOr<std::vector<Finding>> advise(TraceReader& reader, int64_t run_id, const
   skippedSteps(steps, o, &out);
   lossScale(steps, o, &out);
   memoryCapacity(peaks, o, &out);
+  RETURN_IF_ERROR(firstNonFinite(reader, run_id, &out));
   if (!steps.empty()) {
     const StepRow& middle = steps[steps.size() / 2];
     ASSIGN_OR_RETURN(RunRow run, reader.run(run_id));

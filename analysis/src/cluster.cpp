@@ -546,10 +546,17 @@ StatusOr<Report> analyze(const std::vector<std::string>& paths, const std::strin
   Report rep;
   ASSIGN_OR_RETURN(std::vector<Candidate> cands, rankedRuns(files, from_folder, &rep));
   ASSIGN_OR_RETURN(auto by_rank, pickJob(cands, job, &rep));
+  std::vector<nonfinite::RankEvent> events;
+  std::vector<int64_t> rank_ids;
   for (const auto& [rank, c] : by_rank) {
     ASSIGN_OR_RETURN(Rank r, readRank(rank, c, &rep));
     rep.ranks.push_back(std::move(r));
+    rank_ids.push_back(rank);
+    ASSIGN_OR_RETURN(std::unique_ptr<TraceReader> reader, TraceReader::open(c.path));
+    ASSIGN_OR_RETURN(std::vector<nonfinite::RankEvent> first, nonfinite::firstEvents(*reader, c.run.id, rank));
+    events.insert(events.end(), first.begin(), first.end());
   }
+  rep.first_nonfinite = nonfinite::locate(rank_ids, events);
   noteMissingRanks(by_rank, &rep);
   compareRanks(&rep);
   findSlowRank(rep, threshold);
@@ -613,6 +620,7 @@ std::string formatText(const Report& r, double threshold) {
       out += "  where: outside any recorded op\n";
     }
   }
+  if (r.first_nonfinite.found) out += "\nNon-finite values (msprobe's nan_analyze)\n" + nonfinite::describe(r.first_nonfinite);
   out += "\nCommunication per collective\n\n";
   std::snprintf(line, sizeof line, "%-16s %5s %7s %14s %12s %12s %12s %12s %12s\n", "Collective", "Rank", "Count", "Bytes",
                 "Time (ms)", "Wait (ms)", "Transit (ms)", "Max (ms)", "GB/s");
@@ -665,6 +673,15 @@ std::string formatJson(const Report& r, double threshold) {
                       {"own_ns", sr.own_ns}, {"fastest_own_ns", sr.fastest_own_ns}, {"steps", sr.steps}, {"step", sr.step},
                       {"step_lost_ns", sr.step_lost_ns}, {"computing_more_ns", sr.computing_more_ns},
                       {"free_more_ns", sr.free_more_ns}, {"op", sr.op}, {"op_more_ns", sr.op_more_ns}};
+  }
+  const nonfinite::Finding& nf = r.first_nonfinite;
+  if (nf.found) {
+    auto event = [](const nonfinite::RankEvent& e) {
+      return nlohmann::json{{"rank", e.rank}, {"step", e.step}, {"op", e.op}, {"tensor", e.tensor},
+                            {"kind", nonfinite::kindName(e.kind)}, {"collectives_before", e.collectives_before}};
+    };
+    j["first_nonfinite"] = {{"origin", event(nf.origin)}, {"others", nlohmann::json::array()}, {"clean_ranks", nf.clean_ranks}};
+    for (const auto& e : nf.others) j["first_nonfinite"]["others"].push_back(event(e));
   }
   return j.dump(2);
 }

@@ -319,7 +319,7 @@ class PrecisionDebugger:
             seen = self._seen.get(key)
             if seen is not None and seen[0]() is v and seen[1]["requires_grad"] == v.requires_grad:
                 return seen[1]
-            leaf = _C.msprobe.tensor_leaf(v.detach(), md5)
+            leaf = _C.msprobe.tensor_leaf(v, md5)
             self._seen[key] = (weakref.ref(v), leaf)  # a weak reference: the tensor lives no longer
             return leaf
         if v is None or depth > 8:
@@ -393,16 +393,30 @@ class PrecisionDebugger:
         parent = self._parent()
         self._inside = True
         try:
+            wanted = self._wanted(entry, "forward")
+            md5 = self.summary_mode == "md5"
+            if wanted:
+                # Inputs as they were before the call (an in-place op or a collective changes them).
+                inputs = self._values(args, md5)
+                kw = {k: self._leaf(v, md5) for k, v in kwargs.items()}
             out = orig(*args, **kwargs)
             if self._backward:
                 _backward_capture(self, f"{key}.{n}.backward", parent, args, out)
-            if self._wanted(entry, "forward"):
-                md5 = self.summary_mode == "md5"
-                outputs = self._values(out if isinstance(out, (list, tuple)) else (out,), md5)
-                record = {"input_args": self._values(args, md5),
-                          "input_kwargs": {k: self._leaf(v, md5) for k, v in kwargs.items()},
-                          "output": outputs}
-                self._keep(entry, record, outputs)
+            if wanted:
+                if prefix == "Distributed":
+                    # msprobe: a collective's output is its arguments after the call (in place),
+                    # read once it has completed (the statistics read memory, not a stream).
+                    if hasattr(out, "wait"):
+                        out.wait()
+                    written = _tensors(list(args) + list(kwargs.values()), [])
+                    if any(t.device.type != "cpu" for t in written):
+                        _C.npu.synchronize(-1)
+                    for t in written:  # written by the backend, not by a torch op: no new version
+                        self._seen.pop((id(t), t._version), None)
+                    outputs = self._values(list(args) + list(kwargs.values()), md5)
+                else:
+                    outputs = self._values(out if isinstance(out, (list, tuple)) else (out,), md5)
+                self._keep(entry, {"input_args": inputs, "input_kwargs": kw, "output": outputs}, outputs)
                 if entry in self._data:
                     self._construct[entry] = parent
                     self._stack(entry)

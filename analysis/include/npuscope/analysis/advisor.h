@@ -18,6 +18,9 @@
 //                      predicted timeline (analysis/predicted_timeline.h) of its middle step, with
 //                      what a doubled batch and the task queue would change; an imported run's
 //                      real device tasks against its steps
+//   first_nonfinite    where the first NaN / inf of the run's dumps appeared, and for a rank of a
+//                      job (its ranks in the same file, e.g. an imported msprobe job) on which rank
+//                      and whether the others received it through a collective (first_nonfinite.h)
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "npuscope/analysis/first_nonfinite.h"
 #include "npuscope/store/status.h"
 #include "npuscope/store/trace_reader.h"
 
@@ -118,6 +119,9 @@ struct Report {
   std::map<std::pair<int64_t, int64_t>, LastArrival> last_arrival;
   std::vector<int64_t> common_steps;
   SlowRank slow;
+  // Where the first NaN / infinity of the ranks' dumps appeared, and how it reached the others
+  // (first_nonfinite.h); found false without dumps or without a non-finite value.
+  nonfinite::Finding first_nonfinite;
   std::vector<std::string> notes;  // runs left out and why
 };
 

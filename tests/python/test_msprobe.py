@@ -1,0 +1,252 @@
+"""msprobe's dump format, written by npuscope.msprobe's PrecisionDebugger and read back by the
+CLI: names as msprobe gives them, statistics against torch's own reductions, a real msprobe GPU
+dump of ResNet-50 matched by name and shape, the npu under O2 against the CPU in fp32, md5 and
+overflow_check tasks, the real sample's numbers back exactly from `dump show`."""
+import json
+import os
+import re
+import subprocess
+import zlib
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import npuscope  # noqa: F401  (the npu device)
+from msprobe.pytorch import PrecisionDebugger, seed_all
+
+from conftest import ROOT, run_python
+
+SAMPLES = os.path.join(ROOT, "tests", "data", "msprobe")
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.bn = nn.BatchNorm2d(8)
+        self.relu = nn.ReLU(inplace=True)
+        self.fc = nn.Linear(8 * 6 * 6, 10)
+
+    def forward(self, x):
+        x = self.relu(self.bn(self.conv(x)))
+        return self.fc(torch.flatten(x, 1))
+
+
+def load(folder, name="dump.json"):
+    with open(os.path.join(folder, name), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def train_step(tmp_path, device="cpu", level="mix", **kwargs):
+    seed_all(0)
+    net = Net().to(device)
+    seen = {}
+
+    def keep(module, args, out):
+        seen["fc"] = out.detach().clone()  # returns None: the output stays the module's
+    net.fc.register_forward_hook(keep)
+    dbg = PrecisionDebugger(dump_path=str(tmp_path), level=level, **kwargs)
+    x = torch.randn(4, 3, 8, 8).to(device)
+    y = torch.randint(0, 10, (4,)).to(device)
+    dbg.start(net)
+    F.cross_entropy(net(x), y).backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    return os.path.join(str(tmp_path), "step0", "rank"), seen
+
+
+def test_names_levels_and_files_follow_msprobe(tmp_path):
+    folder, _ = train_step(tmp_path)
+    data = load(folder)
+    assert data["task"] == "statistics" and data["level"] == "mix" and data["framework"] == "pytorch"
+    names = list(data["data"])
+    for expected in ["Functional.conv2d.0.forward", "Module.conv.Conv2d.forward.0", "Functional.batch_norm.0.forward",
+                     "Torch.flatten.0.forward", "Functional.linear.0.forward", "Module.fc.Linear.forward.0",
+                     "Functional.cross_entropy.0.forward", "Functional.linear.0.backward",
+                     "Module.fc.Linear.backward.0", "Functional.conv2d.0.backward"]:
+        assert expected in names, (expected, names)
+    # A module's entry follows the APIs inside it; backward entries follow the forward ones.
+    assert names.index("Functional.conv2d.0.forward") < names.index("Module.conv.Conv2d.forward.0")
+    assert names.index("Functional.cross_entropy.0.forward") < names.index("Functional.linear.0.backward")
+    # Backward: input = gradients of the forward's outputs, output = those of its inputs.
+    lin = data["data"]["Functional.linear.0.backward"]
+    assert lin["input"][0]["shape"] == [4, 10]
+    assert [o["shape"] if o else None for o in lin["output"]] == [[4, 288], [10, 288], [10]]
+    construct = load(folder, "construct.json")
+    assert construct["Functional.conv2d.0.forward"] == "Module.conv.Conv2d.forward.0"
+    assert construct["Module.conv.Conv2d.forward.0"] is None
+    assert construct["Functional.linear.0.backward"] == "Module.fc.Linear.backward.0"
+    stacks = load(folder, "stack.json")
+    groups = {name: frames for names_, frames in stacks.values() for name in names_}
+    assert any("test_msprobe.py" in f for f in groups["Functional.conv2d.0.forward"])
+    assert all(re.match(r"File .*, line \d+, in \S+, \n ", f) for f in groups["Functional.conv2d.0.forward"])
+    # L1: APIs only, an empty construct.json; L0: modules only.
+    l1, _ = train_step(tmp_path / "l1", level="L1")
+    assert not any(n.startswith("Module.") for n in load(l1)["data"]) and load(l1, "construct.json") == {}
+    l0, _ = train_step(tmp_path / "l0", level="L0")
+    assert all(n.startswith("Module.") for n in load(l0)["data"]), list(load(l0)["data"])
+
+
+def test_statistics_are_torchs(tmp_path):
+    folder, seen = train_step(tmp_path)
+    out = load(folder)["data"]["Module.fc.Linear.forward.0"]["output"][0]
+    ref = seen["fc"].double()
+    assert out["dtype"] == "torch.float32" and out["shape"] == [4, 10] and out["requires_grad"] is True
+    assert out["Max"] == pytest.approx(ref.max().item(), rel=1e-6)
+    assert out["Min"] == pytest.approx(ref.min().item(), rel=1e-6)
+    assert out["Mean"] == pytest.approx(ref.mean().item(), rel=1e-5, abs=1e-7)
+    assert out["Norm"] == pytest.approx(ref.norm().item(), rel=1e-6)
+
+
+def test_md5_is_the_crc32_of_the_bytes_and_overflow_check_keeps_overflows(tmp_path):
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "md5"), level="L1", summary_mode="md5")
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    dbg.start()
+    y = torch.matmul(x, x.t())
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    leaf = load(str(tmp_path / "md5" / "step0" / "rank"))["data"]["Torch.matmul.0.forward"]["output"][0]
+    assert leaf["md5"] == "%08x" % zlib.crc32(y.contiguous().numpy().tobytes())
+
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "ovf"), task="overflow_check", level="L1", overflow_nums=-1)
+    a = torch.tensor([1.0, 0.0, 2.0])
+    dbg.start()
+    torch.exp(a)
+    torch.div(a, a)          # 0 / 0: NaN
+    torch.mul(a, 1e39)       # inf in float32
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    data = load(str(tmp_path / "ovf" / "step0" / "rank"))
+    assert data["task"] == "overflow_check"
+    assert sorted(data["data"]) == ["Torch.div.0.forward", "Torch.mul.0.forward"]
+
+
+def test_npu_under_o2_against_the_cpu_names_the_first_divergent_api(tmp_path, cli):
+    example = os.path.join(ROOT, "examples", "ascend", "msprobe_resnet50.py")
+    for device in ("npu", "cpu"):
+        r = run_python([example, "--device", device, "--dump-path", str(tmp_path / device), "--batch-size", "2",
+                        "--image-size", "64"], cwd=str(tmp_path))
+        assert r.returncode == 0, r.stderr
+    csv = tmp_path / "compare.csv"
+    r = subprocess.run([cli, "compare", str(tmp_path / "npu"), str(tmp_path / "cpu"), "--csv", str(csv)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    first = re.search(r"first divergent op: (\S+) \(step 0, (warning|error)\)", r.stdout)
+    assert first, r.stdout
+    assert "in module: Module." in r.stdout and "called from:" in r.stdout
+    npu = load(str(tmp_path / "npu" / "step0" / "rank"))["data"]
+    assert first.group(1) in npu
+    rows = csv.read_text().splitlines()
+    assert rows[0].startswith("Step,NPU Name,Bench Name,NPU Dtype,Bench Dtype,NPU Tensor Shape,Bench Tensor Shape,"
+                              "Max diff,Min diff,Mean diff,L2norm diff,MaxRelativeErr")
+    tensors = re.search(r": (\d+) tensors, (\d+) pass, (\d+) warning, (\d+) error, (\d+) not compared", r.stdout)
+    assert len(rows) - 1 == int(tensors.group(1)), "one CSV row per tensor"
+    assert int(tensors.group(3)) + int(tensors.group(4)) > 0, "fp16 under O2 differs somewhere from fp32"
+
+
+def test_resnet50_forward_matches_a_real_msprobe_gpu_dump(tmp_path):
+    torchvision = pytest.importorskip("torchvision")
+    real = load(os.path.join(SAMPLES, "resnet50_gpu_step0"))["data"]
+    seed_all(1234)
+    model = torchvision.models.resnet50()
+    model.train()
+    dbg = PrecisionDebugger(task="statistics", dump_path=str(tmp_path), level="mix")
+    x = torch.rand(32, 3, 224, 224)
+    y = torch.randint(0, 1000, (32,))
+    dbg.start(model)
+    with torch.no_grad():
+        nn.CrossEntropyLoss()(model(x), y)
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    ours = load(os.path.join(str(tmp_path), "step0", "rank"))["data"]
+
+    def shapes(entry):
+        return [tuple(v["shape"]) for k in ("input_args", "output") for v in entry.get(k, [])
+                if isinstance(v, dict) and "shape" in v]
+    forward = [k for k in real if k.endswith(".forward") or ".forward." in k]
+    assert len(forward) > 400
+    matched = [k for k in forward if k in ours and shapes(ours[k]) == shapes(real[k])]
+    assert len(matched) >= 0.95 * len(forward), sorted(set(forward) - set(matched))[:10]
+
+
+def test_the_real_sample_imports_and_shows_its_numbers_exactly(tmp_path, cli):
+    sample = os.path.join(SAMPLES, "pytorch_mix")
+    db = str(tmp_path / "m.db")
+    r = subprocess.run([cli, "import", sample, "--db", db], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    entry = load(sample)["data"]["NPU.npu_fusion_attention.0.backward"]["output"][1]
+    r = subprocess.run([cli, "dump", "show", db, "NPU.npu_fusion_attention.0.backward.output.1"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    stats = dict(re.findall(r"(min|max|mean|l2norm) (\S+)", r.stdout))
+    assert float(stats["max"]) == entry["Max"] and float(stats["min"]) == entry["Min"]
+    assert float(stats["mean"]) == entry["Mean"] and float(stats["l2norm"]) == entry["Norm"]
+    assert "bfloat16" in r.stdout and "[4096, 1, 1536]" in r.stdout
+
+
+def test_bad_config_is_one_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="msprobe task 'tensors' is not provided"):
+        PrecisionDebugger(task="tensors", dump_path=str(tmp_path))
+    bad = tmp_path / "config.json"
+    bad.write_text("{\"task\": ")
+    with pytest.raises(ValueError, match="config.json: not valid JSON"):
+        PrecisionDebugger(config_path=str(bad))
+    cfg = tmp_path / "ok.json"
+    cfg.write_text(json.dumps({"task": "statistics", "dump_path": str(tmp_path / "d"), "level": "L1", "step": [1],
+                               "statistics": {"list": ["relu"]}}))
+    dbg = PrecisionDebugger(config_path=str(cfg))
+    for _ in range(2):
+        dbg.start()
+        F.relu(torch.ones(2))
+        torch.exp(torch.ones(2))
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    assert not (tmp_path / "d" / "step0").exists(), "step [1] only"
+    assert list(load(str(tmp_path / "d" / "step1" / "rank"))["data"]) == ["Functional.relu.0.forward"]
+
+
+# ---- the first bad rank of a job -----------------------------------------------------------------
+def nan_rank(rank, world, port, dump_path):
+    import torch.distributed as dist
+    from test_distributed import init
+    init(rank, world, port)
+    torch.manual_seed(0)
+    net = nn.Linear(8, 4).npu()
+    dbg = PrecisionDebugger(task="statistics", dump_path=dump_path, level="L1")
+    dbg.start(net)
+    F.mse_loss(net(torch.randn(2, 8).npu()), torch.zeros(2, 4).npu()).backward()
+    grad = net.weight.grad
+    if rank == 1:
+        grad = torch.div(grad, torch.zeros_like(grad))  # injected: finite inputs, an inf/NaN output
+    dist.all_reduce(grad)  # the gradient all-reduce carries it to rank 0
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    dist.destroy_process_group()
+
+
+def test_the_first_bad_rank_of_a_job_and_how_the_others_got_it(tmp_path, cli):
+    from test_distributed import spawn
+    dump = str(tmp_path / "dump")
+    spawn(nan_rank, 2, dump)
+    assert sorted(os.listdir(os.path.join(dump, "step0"))) == ["rank0", "rank1"]
+    db = str(tmp_path / "job.db")
+    r = subprocess.run([cli, "import", dump, "--db", db], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([cli, "report", "--cluster", "--json", db], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    found = json.loads(r.stdout)["first_nonfinite"]
+    assert found["origin"]["rank"] == 1 and found["origin"]["step"] == 0
+    assert found["origin"]["op"] == "Torch.div.0.forward" and found["origin"]["kind"] == "produced"
+    assert [(o["rank"], o["op"], o["kind"]) for o in found["others"]] == [(0, "Distributed.all_reduce.0.forward", "arrived")]
+    r = subprocess.run([cli, "report", "--cluster", db], capture_output=True, text=True)
+    assert "rank 0: step 0, Distributed.all_reduce.0.forward output.0 — arrived through the collective from rank 1" in r.stdout
+    r = subprocess.run([cli, "advise", db], capture_output=True, text=True)
+    assert "First NaN/inf of the dumps: rank 1, step 0, Torch.div.0.forward" in r.stdout, r.stdout
