@@ -177,8 +177,10 @@ Status checkNotTruncated(sqlite3* db, const std::string& path) {
   return Status::ok();
 }
 
+constexpr int64_t kOldestReadableSchema = 8;
+
 // Whether a file of this schema version can be opened so: the npuscope schema, not newer than
-// this build, and (for reading) current.
+// this build, and (for reading) current or a version whose later migrations only added.
 Status checkVersion(const std::string& path, int64_t version, int64_t tables, bool read_only) {
   if (version > currentSchemaVersion()) return newerFileError(path, version);
   if (version == 0 && tables > 0) {
@@ -186,7 +188,8 @@ Status checkVersion(const std::string& path, int64_t version, int64_t tables, bo
   }
   if (!read_only) return Status::ok();
   if (version == 0) return invalidArgument(path + ": not an npuscope trace file (no npuscope schema)");
-  if (version < currentSchemaVersion()) {
+  // Schema 9 only added (tensor_dumps.arg, dump_entries): a reader reads a file of 8 as it is.
+  if (version < kOldestReadableSchema) {
     return failedPrecondition(path + ": schema version " + std::to_string(version) +
                               " needs migrating; open it once for writing (e.g. with npuscope report)");
   }

@@ -332,7 +332,13 @@ StatusOr<std::unique_ptr<TraceReader>> TraceReader::open(const std::string& path
   return std::unique_ptr<TraceReader>(new TraceReader(path, std::move(db)));
 }
 
-TraceReader::TraceReader(std::string path, ScopedDb db) : path_(std::move(path)), db_(std::move(db)) {}
+TraceReader::TraceReader(std::string path, ScopedDb db) : path_(std::move(path)), db_(std::move(db)) {
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db_.get(), "PRAGMA user_version", -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+    schema_ = sqlite3_column_int64(st, 0);
+  }
+  sqlite3_finalize(st);
+}
 
 TraceReader::~TraceReader() {
   statements_.clear();  // finalize before the connection closes
@@ -1155,11 +1161,12 @@ StatusOr<int64_t> TraceReader::earliestTime(int64_t run_id) {
 StatusOr<std::vector<TensorDumpInfo>> TraceReader::tensorDumps(int64_t run_id) {
   ASSIGN_OR_RETURN(sqlite3_stmt * st,
                    cached("dumps",
-                          "SELECT d.id, d.step, d.op_id, d.op_name, d.op_type, d.io, d.idx, d.dtype, d.shape, d.format,"
-                          " d.min, d.max, d.mean, d.l2norm, d.nan_count, d.inf_count,"
-                          " length(coalesce(d.data, r.data)), d.data_ref, d.arg"
-                          " FROM tensor_dumps d LEFT JOIN tensor_dumps r ON r.id = d.data_ref"
-                          " WHERE d.run_id=?1 ORDER BY d.id"));
+                          std::string("SELECT d.id, d.step, d.op_id, d.op_name, d.op_type, d.io, d.idx, d.dtype, d.shape,"
+                                      " d.format, d.min, d.max, d.mean, d.l2norm, d.nan_count, d.inf_count,"
+                                      " length(coalesce(d.data, r.data)), d.data_ref, ") +
+                              (schema_ >= 9 ? "d.arg" : "NULL") +
+                              " FROM tensor_dumps d LEFT JOIN tensor_dumps r ON r.id = d.data_ref"
+                              " WHERE d.run_id=?1 ORDER BY d.id"));
   StmtUse use(st);
   sqlite3_bind_int64(st, 1, run_id);
   std::vector<TensorDumpInfo> out;
@@ -1192,6 +1199,7 @@ StatusOr<std::vector<TensorDumpInfo>> TraceReader::tensorDumps(int64_t run_id) {
 }
 
 StatusOr<std::vector<DumpEntryRow>> TraceReader::dumpEntries(int64_t run_id) {
+  if (schema_ < 9) return std::vector<DumpEntryRow>{};  // a file of schema 8, read as it is
   ASSIGN_OR_RETURN(sqlite3_stmt * st,
                    cached("dump_entries", "SELECT step, name, parent, stack FROM dump_entries WHERE run_id=?1 ORDER BY id"));
   StmtUse use(st);

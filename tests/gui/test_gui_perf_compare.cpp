@@ -14,16 +14,20 @@
 #include <QSignalSpy>
 #include <QTabWidget>
 #include <QTableView>
+#include <QTreeWidget>
 #include <QTest>
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
 #include "gui_test_support.h"
 #include "npuscope/store/database.h"
 #include "npuscope/gui/models.h"
+#include "npuscope/gui/compare_view.h"
+#include "npuscope/gui/main_window.h"
 #include "npuscope/gui/perf_compare_view.h"
 #include "npuscope/gui/units.h"
 #include "npuscope/import/import.h"
@@ -33,6 +37,9 @@
 #endif
 #ifndef NPUSCOPE_TRACES
 #define NPUSCOPE_TRACES "tests/data/traces"
+#endif
+#ifndef NPUSCOPE_MSPROBE
+#define NPUSCOPE_MSPROBE "tests/data/msprobe"
 #endif
 
 namespace npuscope::gui {
@@ -587,6 +594,76 @@ TEST_F(PerfCompareTest, AnErrorIsShownAsAMessage) {
   EXPECT_EQ(v.stepModel()->rowCount(), 0);
   reader.reset();
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+}
+
+// The Compare tab over two imported msprobe dumps (the real sample, and a copy whose first
+// "Max": 5.125 became 15.125): statistics-mode columns, and the module tree with the first
+// divergent call selected under its opened modules, coloured by the worst verdict beneath.
+TEST_F(PerfCompareTest, MsprobeCompareShowsTheModuleTreeAndTheFirstDivergentCall) {
+  const std::string sample = std::string(NPUSCOPE_MSPROBE) + "/pytorch_mix";
+  const std::string changed = tempPath("msprobe_changed");
+  std::filesystem::remove_all(changed);
+  std::filesystem::create_directories(changed);
+  for (const char* f : {"dump.json", "stack.json", "construct.json"}) {
+    std::filesystem::copy_file(sample + "/" + f, changed + "/" + f);
+  }
+  {
+    std::ifstream in(changed + "/dump.json");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string from = "\"Max\": 5.125";
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, from.size(), "\"Max\": 15.125");
+    std::ofstream(changed + "/dump.json", std::ios::trunc) << text;
+  }
+  const std::string db = tempPath("msprobe_compare.db");
+  std::filesystem::remove(db);
+  ASSERT_TRUE(import::importPath(sample, db).isOk());
+  auto second = import::importPath(changed, db);
+  ASSERT_TRUE(second.isOk()) << second.status().message();
+  MainWindow w;
+  w.setSynchronous(true);
+  w.resize(1500, 900);
+  ASSERT_TRUE(w.openFile(QString::fromStdString(db), true));
+  w.selectRuns({1, 2});
+  CompareView* v = w.compare();
+  const compare::CompareResult& res = v->model()->result();
+  ASSERT_TRUE(res.statistics_only);
+  ASSERT_FALSE(res.first_divergent_op.empty());
+  EXPECT_EQ(v->model()->headerData(CompareModel::kCosine, Qt::Horizontal, Qt::DisplayRole).toString(), "Max diff");
+  EXPECT_EQ(v->model()->rowAt(0)->op_name, res.first_divergent_op) << "the first divergent call's rows first";
+  QStringList diffs;
+  for (int row = 0; row < v->model()->rowCount() && v->model()->rowAt(row)->op_name == res.first_divergent_op; ++row) {
+    diffs << v->model()->data(v->model()->index(row, CompareModel::kCosine), Qt::DisplayRole).toString();
+  }
+  EXPECT_TRUE(diffs.contains(formatValue(10.0))) << "its Max diff 15.125 - 5.125: " << diffs.join(' ').toStdString();
+  QTreeWidget* tree = v->tree();
+  ASSERT_FALSE(tree->isHidden());
+  QTreeWidgetItem* cur = tree->currentItem();
+  ASSERT_NE(cur, nullptr);
+  EXPECT_EQ(cur->data(0, Qt::UserRole).toString().toStdString(), res.first_divergent_op);
+  EXPECT_TRUE(cur->font(0).bold());
+  ASSERT_NE(cur->parent(), nullptr) << "the call sits under its module";
+  EXPECT_TRUE(cur->parent()->isExpanded());
+  for (QTreeWidgetItem* p = cur->parent(); p; p = p->parent()) {
+    EXPECT_EQ(p->text(1), "warning") << "a module shows the worst verdict beneath it: "
+                                     << p->text(0).toStdString();
+  }
+  // A click on a node selects its first row.
+  for (int i = 0; i < tree->topLevelItemCount(); ++i) {
+    QTreeWidgetItem* top = tree->topLevelItem(i);
+    if (top->childCount() > 0) continue;
+    tree->setCurrentItem(top);
+    const QModelIndex sel = v->table()->currentIndex();
+    ASSERT_TRUE(sel.isValid());
+    EXPECT_EQ(QString::fromStdString(v->model()->rowAt(
+                  static_cast<TableProxy*>(v->table()->model())->mapToSource(sel).row())->op_name),
+              top->data(0, Qt::UserRole).toString());
+    break;
+  }
+  tree->setCurrentItem(cur);
+  w.tabs()->setCurrentWidget(v);
+  save(&w, "msprobe_compare");
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 // The Compare tab: two runs side by side through core's comparison of their op dumps
 // (npuscope/analysis/compare.h: msprobe metrics and verdicts). Rows are coloured by verdict, the
-// first divergent op's rows come first, and clicking a row shows both tensors' statistics.
+// first divergent op's rows come first, and clicking a row shows both tensors' statistics. Runs
+// with msprobe entries (an imported msprobe dump) also get their module tree (dump_entries:
+// each call under the module it ran in), every node coloured by the worst verdict beneath it,
+// the first divergent call selected with its modules opened; clicking a node selects its rows.
+// Statistics-only runs show msprobe's summary columns (Max / Mean / L2norm diff).
 #pragma once
 
 #include <QAbstractTableModel>
@@ -11,6 +15,8 @@
 
 class QLabel;
 class QTableView;
+class QTreeWidget;
+class QTreeWidgetItem;
 
 namespace npuscope::gui {
 
@@ -47,7 +53,10 @@ class CompareView : public QWidget {
   void clear(const QString& message);
   CompareModel* model() const { return model_; }
   QTableView* table() const { return table_; }
+  QTreeWidget* tree() const { return tree_; }
   void showRow(int source_row);
+  // Selects the table's first row of entry `name` (a tree click).
+  void selectEntry(const QString& name);
 
  private:
   TraceDocument* doc_;
@@ -56,6 +65,9 @@ class CompareView : public QWidget {
   CompareModel* model_;
   TableProxy* proxy_;
   QLabel* detail_;
+  QTreeWidget* tree_;
+  // The module tree of run `a`'s msprobe entries (hidden when it has none).
+  void buildTree(int64_t a);
 };
 
 }  // namespace npuscope::gui

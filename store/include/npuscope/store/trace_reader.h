@@ -381,6 +381,7 @@ class TraceReader {
   bool strings_unreadable_ = false;  // the strings table is corrupt: do not retry per unknown id
   bool missing_string_noted_ = false;
   std::vector<std::string> damage_;
+  int64_t schema_ = 0;  // the file's schema version (a reader reads 8 and 9)
   int snapshot_depth_ = 0;
   std::unordered_map<int64_t, std::vector<ThreadSummary>> finished_run_threads_;  // cache for ended runs
 };
