@@ -145,6 +145,18 @@ Verdict summaryVerdict(const CompareRow& r, std::string* message) {
 
 namespace {
 
+// A row naming tensor `d` (its step, op and argument), no side's values yet.
+CompareRow rowOf(const TensorDumpInfo& d) {
+  CompareRow row;
+  row.step = d.step;
+  row.op_name = d.op_name;
+  row.op_type = d.op_type;
+  row.io = d.io;
+  row.idx = d.idx;
+  row.arg = d.arg;
+  return row;
+}
+
 StatusOr<std::vector<double>> loadValues(TraceReader& r, const TensorDumpInfo& d, DType t) {
   ASSIGN_OR_RETURN(TensorDumpData stored, r.tensorDumpData(d.id));
   if (dtypeSize(t) == 0) return invalidArgument("tensor dump " + std::to_string(d.id) + ": unknown dtype " + d.dtype);
@@ -211,13 +223,7 @@ StatusOr<CompareResult> compareRuns(TraceReader& a, int64_t run_a, TraceReader& 
   CompareResult res;
   for (const auto& d : da) {
     if (options.step && d.step != *options.step) continue;
-    CompareRow row;
-    row.step = d.step;
-    row.op_name = d.op_name;
-    row.op_type = d.op_type;
-    row.io = d.io;
-    row.idx = d.idx;
-    row.arg = d.arg;
+    CompareRow row = rowOf(d);
     row.npu_dtype = d.dtype;
     row.npu_shape = d.shape;
     row.npu_max = d.max;
@@ -300,13 +306,7 @@ StatusOr<CompareResult> compareRuns(TraceReader& a, int64_t run_a, TraceReader& 
   // The bench's tensors without a partner: listed, never dropped.
   for (const auto& e : db) {
     if (bench_used.count(&e) || (options.step && e.step != *options.step)) continue;
-    CompareRow row;
-    row.step = e.step;
-    row.op_name = e.op_name;
-    row.op_type = e.op_type;
-    row.io = e.io;
-    row.idx = e.idx;
-    row.arg = e.arg;
+    CompareRow row = rowOf(e);
     row.bench_dtype = e.dtype;
     row.bench_shape = e.shape;
     row.bench_max = e.max;

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "chrome_parser.h"
+#include "files.h"
 #include "json_stream.h"
 #include "npuscope/import/msprobe.h"
 #include "npuscope/store/trace_writer.h"
@@ -30,40 +31,8 @@
 namespace npuscope::import {
 namespace {
 
-bool isDir(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-bool isFile(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-int64_t fileSize(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
-}
 bool endsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-std::string baseName(std::string p) {
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  const size_t slash = p.find_last_of('/');
-  return slash == std::string::npos ? p : p.substr(slash + 1);
-}
-std::vector<std::string> listDir(const std::string& dir) {
-  std::vector<std::string> out;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      const std::string n = e->d_name;
-      if (n != "." && n != "..") out.push_back(n);
-    }
-    ::closedir(d);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-std::string join(const std::string& dir, const std::string& name) {
-  return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
 }
 StatusOr<std::string> readText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -1,42 +1,17 @@
 #include "npuscope/import/msprobe.h"
 
-#include <dirent.h>
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "files.h"
+
 namespace npuscope::import {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-bool isDirPath(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-bool isFilePath(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-std::vector<std::string> entriesOf(const std::string& dir) {
-  std::vector<std::string> out;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      const std::string n = e->d_name;
-      if (n != "." && n != "..") out.push_back(n);
-    }
-    ::closedir(d);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-std::string joinPath(const std::string& dir, const std::string& name) {
-  return !dir.empty() && dir.back() == '/' ? dir + name : dir + "/" + name;
-}
 
 // The number after `prefix` in a folder name ("rank3" -> 3); -1 for the bare prefix ("rank");
 // none (-2) when the name is something else.
@@ -51,11 +26,6 @@ int64_t numberAfter(const std::string& name, const std::string& prefix) {
   return v;
 }
 
-std::string baseOf(std::string p) {
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  const size_t slash = p.find_last_of('/');
-  return slash == std::string::npos ? p : p.substr(slash + 1);
-}
 std::string parentOf(std::string p) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
   const size_t slash = p.find_last_of('/');
@@ -217,8 +187,8 @@ struct EntryReader {
 
 StatusOr<json> parseJson(std::string_view text, const std::string& file) {
   json j = json::parse(withPythonNumbersQuoted(text), nullptr, false);
-  if (j.is_discarded()) return invalidArgument(file + ": not valid JSON (expected msprobe's " + baseOf(file) + ")");
-  if (!j.is_object()) return invalidArgument(file + ": expected a JSON object (msprobe's " + baseOf(file) + ")");
+  if (j.is_discarded()) return invalidArgument(file + ": not valid JSON (expected msprobe's " + baseName(file) + ")");
+  if (!j.is_object()) return invalidArgument(file + ": expected a JSON object (msprobe's " + baseName(file) + ")");
   return j;
 }
 
@@ -269,9 +239,9 @@ std::vector<MsprobeFolder> msprobeFolders(const std::string& path) {
     f.rank = rank;
     return f;
   };
-  if (!isDirPath(path)) return out;
-  if (isFilePath(joinPath(path, "dump.json"))) {
-    const std::string base = baseOf(path), parent = baseOf(parentOf(path));
+  if (!isDir(path)) return out;
+  if (isFile(join(path, "dump.json"))) {
+    const std::string base = baseName(path), parent = baseName(parentOf(path));
     int64_t rank = numberAfter(base, "rank"), step = numberAfter(parent, "step");
     if (rank == -2) {
       rank = -1;
@@ -281,19 +251,19 @@ std::vector<MsprobeFolder> msprobeFolders(const std::string& path) {
     return out;
   }
   auto rankFolders = [&](const std::string& dir, int64_t step) {
-    for (const std::string& n : entriesOf(dir)) {
+    for (const std::string& n : listDir(dir)) {
       const int64_t rank = numberAfter(n, "rank");
-      const std::string p = joinPath(dir, n);
-      if (rank != -2 && isFilePath(joinPath(p, "dump.json"))) out.push_back(folderAt(p, step, rank));
+      const std::string p = join(dir, n);
+      if (rank != -2 && isFile(join(p, "dump.json"))) out.push_back(folderAt(p, step, rank));
     }
   };
-  rankFolders(path, numberAfter(baseOf(path), "step") >= 0 ? numberAfter(baseOf(path), "step") : -1);
+  rankFolders(path, numberAfter(baseName(path), "step") >= 0 ? numberAfter(baseName(path), "step") : -1);
   if (out.empty()) {
-    for (const std::string& n : entriesOf(path)) {
+    for (const std::string& n : listDir(path)) {
       const int64_t step = numberAfter(n, "step");
-      const std::string p = joinPath(path, n);
-      if (step < 0 || !isDirPath(p)) continue;
-      if (isFilePath(joinPath(p, "dump.json"))) {
+      const std::string p = join(path, n);
+      if (step < 0 || !isDir(p)) continue;
+      if (isFile(join(p, "dump.json"))) {
         out.push_back(folderAt(p, step, -1));
       } else {
         rankFolders(p, step);
