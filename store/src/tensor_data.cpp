@@ -165,7 +165,20 @@ constexpr size_t kBlock = 1024, kLanes = 16;
 typedef float Lanes8 __attribute__((vector_size(32)));
 static_assert(kLanes == 16, "two Lanes8 per step");
 
-__attribute__((target_clones("avx2", "default"))) void floatBlock(const uint8_t* data, float* out_s, float* out_q,
+// ThreadSanitizer's runtime is not up when an ifunc resolver runs (at load time): a TSan build
+// keeps the baseline version only.
+#if defined(__SANITIZE_THREAD__)
+#define NPUSCOPE_AVX2_CLONES
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define NPUSCOPE_AVX2_CLONES
+#endif
+#endif
+#ifndef NPUSCOPE_AVX2_CLONES
+#define NPUSCOPE_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+
+NPUSCOPE_AVX2_CLONES void floatBlock(const uint8_t* data, float* out_s, float* out_q,
                                                                    float* out_mn, float* out_mx) {
   Lanes8 s0 = {}, s1 = {}, q0 = {}, q1 = {}, mn0, mn1, mx0, mx1;
   std::memcpy(&mn0, data, sizeof mn0);
