@@ -66,11 +66,6 @@ _TORCH_DIR = os.path.dirname(os.path.abspath(_torch.__file__))
 _active = None  # the PrecisionDebugger that is running
 
 
-class _Wrapped:
-    """Marks a wrapper so it is never wrapped twice; keeps the original."""
-    __slots__ = ()
-
-
 def _wrap(prefix, name, orig):
     def wrapper(*args, **kwargs):
         d = _active
