@@ -157,6 +157,16 @@ CompareRow rowOf(const TensorDumpInfo& d) {
   return row;
 }
 
+// The bench side of a row: tensor `e`'s dtype, shape and statistics.
+void setBench(CompareRow* row, const TensorDumpInfo& e) {
+  row->bench_dtype = e.dtype;
+  row->bench_shape = e.shape;
+  row->bench_max = e.max;
+  row->bench_min = e.min;
+  row->bench_mean = e.mean;
+  row->bench_l2norm = e.l2norm;
+}
+
 StatusOr<std::vector<double>> loadValues(TraceReader& r, const TensorDumpInfo& d, DType t) {
   ASSIGN_OR_RETURN(TensorDumpData stored, r.tensorDumpData(d.id));
   if (dtypeSize(t) == 0) return invalidArgument("tensor dump " + std::to_string(d.id) + ": unknown dtype " + d.dtype);
@@ -236,12 +246,7 @@ StatusOr<CompareResult> compareRuns(TraceReader& a, int64_t run_a, TraceReader& 
     } else {
       const TensorDumpInfo& e = *it->second;
       bench_used[&e] = true;
-      row.bench_dtype = e.dtype;
-      row.bench_shape = e.shape;
-      row.bench_max = e.max;
-      row.bench_min = e.min;
-      row.bench_mean = e.mean;
-      row.bench_l2norm = e.l2norm;
+      setBench(&row, e);
       const DType ta = parseDType(d.dtype), tb = parseDType(e.dtype);
       if (d.shape != e.shape) {
         row.verdict = Verdict::kError;
@@ -307,12 +312,7 @@ StatusOr<CompareResult> compareRuns(TraceReader& a, int64_t run_a, TraceReader& 
   for (const auto& e : db) {
     if (bench_used.count(&e) || (options.step && e.step != *options.step)) continue;
     CompareRow row = rowOf(e);
-    row.bench_dtype = e.dtype;
-    row.bench_shape = e.shape;
-    row.bench_max = e.max;
-    row.bench_min = e.min;
-    row.bench_mean = e.mean;
-    row.bench_l2norm = e.l2norm;
+    setBench(&row, e);
     row.only_in_bench = true;
     row.message = "missing in A";
     ++res.not_compared;
