@@ -16,6 +16,7 @@ void addRunCommand(Commands& cli);
 void addImportCommand(Commands& cli);
 void addDumpCommand(Commands& cli);
 void addCompareCommand(Commands& cli);
+void addMemoryCommand(Commands& cli);
 void addCalibrateCommand(Commands& cli);
 
 }  // namespace npuscope::cli

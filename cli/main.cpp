@@ -7,7 +7,8 @@ int main(int argc, char** argv) {
   for (auto add : {npuscope::cli::addTrainCommand, npuscope::cli::addInferCommand, npuscope::cli::addReportCommand,
                    npuscope::cli::addExportCommand, npuscope::cli::addAdviseCommand, npuscope::cli::addOpsCommand,
                    npuscope::cli::addRunCommand, npuscope::cli::addImportCommand, npuscope::cli::addDumpCommand,
-                   npuscope::cli::addCompareCommand, npuscope::cli::addCalibrateCommand}) {
+                   npuscope::cli::addCompareCommand, npuscope::cli::addMemoryCommand,
+                   npuscope::cli::addCalibrateCommand}) {
     add(cli);
   }
   return cli.parseAndRun();

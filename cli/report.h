@@ -6,6 +6,13 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+namespace npuscope {
+struct DeviceMemory;
+class TraceReader;
+}  // namespace npuscope
+
 namespace npuscope::cli {
 
 struct ReportOptions {
@@ -19,6 +26,11 @@ struct ReportOptions {
 
 // Prints the report on stdout; returns the process exit code (errors: one line on stderr).
 int runReport(const ReportOptions& options);
+
+// The memory section of the report for one device (memory_command.cpp): the peak by category,
+// the `top` largest live tensors, fragmentation, refused allocations; and the same as JSON.
+void printMemoryBreakdown(const DeviceMemory& d, TraceReader& reader, int64_t top);
+nlohmann::json memoryJson(const DeviceMemory& d, TraceReader& reader, int64_t top);
 
 // `npuscope report --cluster`: the ranks of one job (analysis/cluster.h), as text or JSON.
 int runClusterReport(const std::vector<std::string>& paths, const std::string& job, double threshold, bool json);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "npuscope/analysis/cluster.h"
+#include "npuscope/analysis/memory_breakdown.h"
 #include "npuscope/store/format.h"
 #include "npuscope/analysis/op_table_csv.h"
 #include "npuscope/analysis/predicted_timeline.h"
@@ -185,6 +186,7 @@ struct ReportData {
   StepSummary summary;
   std::vector<OverflowEventRow> overflows;
   std::vector<MemoryPeak> peaks;
+  std::vector<DeviceMemory> memory;  // by owner (schema 10), empty when not recorded
   std::vector<std::string> damage;
 };
 
@@ -196,6 +198,7 @@ Status readReportData(TraceReader& r, ReportData* d) {
   ASSIGN_OR_RETURN(std::vector<StepDeviceTime> device, r.stepDeviceTimes(id));
   ASSIGN_OR_RETURN(d->overflows, r.overflowEvents(id));
   ASSIGN_OR_RETURN(d->peaks, r.memoryPeaks(id));
+  ASSIGN_OR_RETURN(d->memory, memoryByDevice(r, id));
   ASSIGN_OR_RETURN(d->tasks, r.deviceTaskAggregates(id));
   d->summary = summarizeSteps(steps, device);
   if (!d->run.imported()) {
@@ -205,7 +208,7 @@ Status readReportData(TraceReader& r, ReportData* d) {
   return Status::ok();
 }
 
-void printReportJson(const ReportOptions& o, const ReportData& d) {
+void printReportJson(const ReportOptions& o, const ReportData& d, TraceReader& r) {
   nlohmann::json j;
   j["file"] = o.file;
   j["run"] = {{"id", d.run.id},
@@ -285,11 +288,13 @@ void printReportJson(const ReportOptions& o, const ReportData& d) {
                                  {"allocated", p.allocated},
                                  {"reserved", p.reserved}});
   }
+  j["memory"] = nlohmann::json::array();
+  for (const DeviceMemory& m : d.memory) j["memory"].push_back(memoryJson(m, r, 10));
   j["damage"] = d.damage;  // what reading found damaged in the file (also warned on stderr)
   std::cout << j.dump(2) << "\n";
 }
 
-void printReportText(const ReportOptions& o, OpSortKey sort, const ReportData& d) {
+void printReportText(const ReportOptions& o, OpSortKey sort, const ReportData& d, TraceReader& r) {
   std::printf("%s\n", o.file.c_str());
   printRunHeader(d.run);
   if (d.table.op_count == 0) {
@@ -322,6 +327,8 @@ void printReportText(const ReportOptions& o, OpSortKey sort, const ReportData& d
     std::printf("  npu:%d  allocated %s  reserved %s\n", p.device, formatBytes(static_cast<uint64_t>(p.allocated)).c_str(),
                 formatBytes(static_cast<uint64_t>(p.reserved)).c_str());
   }
+  if (!d.memory.empty()) std::printf("\nMemory by owner (npuscope memory FILE lists any moment):\n");
+  for (const DeviceMemory& m : d.memory) printMemoryBreakdown(m, r, 5);
 }
 
 int runReport(const ReportOptions& o) {
@@ -360,9 +367,9 @@ int runReport(const ReportOptions& o) {
   (void)r.endSnapshot();
   if (o.format == "json") {
     d.damage = r.damage();
-    printReportJson(o, d);
+    printReportJson(o, d, r);
   } else {
-    printReportText(o, *sort, d);
+    printReportText(o, *sort, d, r);
   }
   return 0;
 }

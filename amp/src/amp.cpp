@@ -95,6 +95,8 @@ int npuIndexOf(const std::vector<at::Tensor>& params) {
   return -1;
 }
 
+void tagOwnedMemory(const State& s);
+
 // Common tail of every initialize(): scalers, float status, names, plain-parameter buffers.
 void finishInit(State& s, Properties props, std::vector<at::Tensor> params) {
   if (props.overflow_check == OverflowCheck::kAuto) {
@@ -128,7 +130,42 @@ void finishInit(State& s, Properties props, std::vector<at::Tensor> params) {
   }
   s.props = props;
   s.initialized = true;
+  tagOwnedMemory(s);
   if (props.verbosity >= 2) detail::logLine(props.describe());
+}
+
+// Tags the device memory amp and its optimizer own (runtime.h's memory categories): the
+// model's parameters by name, gradients (combined or not), fp32 master weights and gradients,
+// and the optimizer's state buffers. Cheap (a header write per buffer): done at initialize and
+// after every step, when lazily created state appears.
+void tagOwnedMemory(const State& s) {
+  using C = npu::MemoryCategory;
+  for (const at::Tensor& p : s.params) {
+    auto it = s.paramNames.find(p.unsafeGetTensorImpl());
+    npu::tag_tensor_memory(p, C::kParameter, it == s.paramNames.end() ? std::string() : it->second);
+    if (p.grad().defined() && npu::memory_tag(p.grad().storage().data()) == C::kUntagged) {
+      npu::tag_tensor_memory(p.grad(), C::kGradient, it == s.paramNames.end() ? std::string() : it->second + ".grad");
+    }
+  }
+  for (const auto& g : s.plainGrads) npu::tag_tensor_memory(g.flat(), C::kGradient, "amp combined grads");
+  if (!s.optimizer) return;
+  const std::string name = s.optimizer->name();
+  const auto& banks = s.optimizer->banks();
+  for (size_t b = 0; b < banks.size(); ++b) {
+    const optim::ParamBank& bank = banks[b];
+    const std::string what = name + " bank " + std::to_string(b) + " ";
+    npu::tag_tensor_memory(bank.params.flat(), C::kParameter, what + "params");
+    npu::tag_tensor_memory(bank.grads.flat(), C::kGradient, what + "grads");
+    if (bank.hasMasters()) {
+      npu::tag_tensor_memory(bank.masters.flat(), C::kMasterWeight, what + "masters");
+      npu::tag_tensor_memory(bank.masterGrads.flat(), C::kGradient, what + "master grads");
+    }
+    for (const auto& [slot, buffer] : bank.state) {
+      if (npu::memory_tag(buffer.flat().storage().data()) == C::kUntagged) {
+        npu::tag_tensor_memory(buffer.flat(), C::kOptimizerState, what + slot);
+      }
+    }
+  }
 }
 
 void resetState() {
@@ -418,6 +455,7 @@ Properties initialize(std::shared_ptr<optim::NpuFusedOptimizer> optimizer, const
 void set_param_names(const NamedParams& names) {
   requireInit("set_param_names");
   nameParams(state(), names);
+  tagOwnedMemory(state());
 }
 
 bool isInitialized() { return state().initialized; }
@@ -619,6 +657,7 @@ StepInfo endStep(State& s, const std::function<void()>& doStep) {
   info.overflow_source = s.source;
   info.detail = s.detail;
   if (!s.skip) doStep();
+  tagOwnedMemory(s);
   info.next_loss_scale = s.scalers.at(0).lossScale();
   if (info.skipped) {
     if (s.burstLen == 0) {

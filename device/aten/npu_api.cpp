@@ -42,6 +42,11 @@ std::string format_device(const c10::Device& d) {
 
 bool is_npu(const at::Tensor& t) { return aten::isNpu(t); }
 
+void tag_tensor_memory(const at::Tensor& t, MemoryCategory category, const std::string& owner) {
+  if (!t.defined() || !aten::isNpu(t) || !t.has_storage()) return;
+  tag_memory(t.storage().data(), category, owner.empty() ? nullptr : owner.c_str());
+}
+
 at::Tensor cpu_alias(const at::Tensor& t) { return aten::isNpu(t) ? aten::owningAliasAsCpu(t) : t; }
 
 void synchronize(int device_index) {

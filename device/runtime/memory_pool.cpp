@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -16,14 +18,22 @@ namespace npuscope::npu {
 namespace {
 
 constexpr size_t kAlign = 64;                  // every block's data is 64-byte aligned
-constexpr size_t kHeader = 64;                 // block header in front of the data
+constexpr size_t kHeader = 128;                // block header in front of the data
 constexpr size_t kSmallRound = 512;            // blocks up to 1 MiB round to 512 B
 constexpr size_t kSmallLimit = 1 << 20;
 constexpr size_t kLargeRound = 2 << 20;        // larger blocks round to 2 MiB
 
 struct BlockHeader {
-  int32_t device;  // -1: host memory outside any pool
-  uint64_t size;   // rounded size of the data part
+  int32_t device;     // -1: host memory outside any pool
+  MemoryCategory category;
+  uint64_t size;      // rounded size of the data part
+  // The rest is kept for device blocks only.
+  uint64_t requested;
+  uint64_t id;        // the pool's event number at allocation
+  BlockHeader* prev;  // the pool's live blocks, in allocation order
+  BlockHeader* next;
+  const char* owner;
+  int64_t words[4];   // the block observer's
 };
 
 BlockHeader* headerOf(void* data) {
@@ -44,6 +54,20 @@ struct Pool {
   uint64_t cached = 0;
   uint64_t cache_limit = 1ull << 30;
   std::unordered_map<uint64_t, std::vector<void*>> free_blocks;  // size -> data pointers
+  uint64_t events = 0;            // allocations and frees so far
+  BlockHeader* live_head = nullptr;
+  BlockHeader* live_tail = nullptr;
+
+  void link(BlockHeader* h) {
+    h->prev = live_tail;
+    h->next = nullptr;
+    (live_tail ? live_tail->next : live_head) = h;
+    live_tail = h;
+  }
+  void unlink(BlockHeader* h) {
+    (h->prev ? h->prev->next : live_head) = h->next;
+    (h->next ? h->next->prev : live_tail) = h->prev;
+  }
 
   void freeCachedLocked() {
     for (auto& [size, blocks] : free_blocks) {
@@ -56,6 +80,61 @@ struct Pool {
 };
 
 std::atomic<MemoryObserver> g_observer{nullptr};
+std::atomic<BlockObserver> g_block_observer{nullptr};
+std::atomic<BlockClassifier> g_classifier{nullptr};
+std::atomic<OomObserver> g_oom_observer{nullptr};
+
+BlockInfo infoOf(const BlockHeader* h) {
+  BlockInfo b;
+  b.device = h->device;
+  b.id = h->id;
+  b.address = reinterpret_cast<uint64_t>(h) + kHeader;
+  b.size = h->size;
+  b.requested = h->requested;
+  b.category = h->category;
+  b.owner = h->owner;
+  return b;
+}
+
+// Owners are few (parameters, optimizer buffers) and tagged once: interned for the process.
+const char* internOwner(const char* owner) {
+  static std::mutex mu;
+  static auto* names = new std::set<std::string>();  // leaked on purpose: outlives statics
+  std::lock_guard<std::mutex> lock(mu);
+  return names->insert(owner).first->c_str();
+}
+
+// The out-of-memory message's tail: the two categories holding most and the largest block with
+// its owner (pool locked).
+std::string describeLiveLocked(const Pool& pool) {
+  uint64_t bytes[kMemoryCategoryCount] = {};
+  const BlockHeader* largest = nullptr;
+  BlockClassifier classify = g_classifier.load();
+  MemoryCategory largest_category = MemoryCategory::kUntagged;
+  for (const BlockHeader* h = pool.live_head; h; h = h->next) {
+    MemoryCategory c = h->category;
+    if (c == MemoryCategory::kUntagged && classify) {
+      BlockInfo b = infoOf(h);
+      b.words = const_cast<int64_t*>(h->words);
+      c = classify(b);
+    }
+    bytes[static_cast<int>(c)] += h->size;
+    if (!largest || h->size > largest->size) largest = h, largest_category = c;
+  }
+  if (!largest) return "";
+  int order[kMemoryCategoryCount];
+  for (int i = 0; i < kMemoryCategoryCount; ++i) order[i] = i;
+  std::stable_sort(order, order + kMemoryCategoryCount, [&](int a, int b) { return bytes[a] > bytes[b]; });
+  std::string out = "; most held by ";
+  for (int k = 0; k < 2 && bytes[order[k]] > 0; ++k) {
+    if (k) out += ", ";
+    out += std::string(memoryCategoryName(order[k])) + " " + formatBytes(bytes[order[k]]);
+  }
+  out += "; largest block " + formatBytes(largest->size) + " (" + memoryCategoryName(largest_category);
+  if (largest->owner) out += std::string(" ") + largest->owner;
+  out += ")";
+  return out;
+}
 
 std::array<Pool, kMaxDevices>& pools() {
   static std::array<Pool, kMaxDevices>* p = [] {
@@ -102,6 +181,7 @@ StatusOr<void*> allocate(int device, size_t bytes) {
   Pool& pool = pools()[device];
   const uint64_t size = roundSize(bytes);
   void* data = nullptr;
+  BlockHeader* h = nullptr;
   uint64_t allocated, reserved;
   {
     std::lock_guard<std::mutex> lock(pool.mu);
@@ -118,10 +198,12 @@ StatusOr<void*> allocate(int device, size_t bytes) {
         ++pool.stats.num_ooms;
         NPU_LOG(kWarning) << device_name(device) << ": allocation of " << formatBytes(bytes)
                           << " refused, capacity " << formatBytes(pool.stats.capacity) << " reached";
-        return outOfMemory(device_name(device) + " out of memory: tried to allocate " + formatBytes(bytes) +
-                           " with " + formatBytes(pool.stats.allocated) + " in use and " +
-                           formatBytes(pool.stats.reserved) + " reserved of a capacity of " +
-                           formatBytes(pool.stats.capacity));
+        const std::string message = device_name(device) + " out of memory: tried to allocate " + formatBytes(bytes) +
+                                    " with " + formatBytes(pool.stats.allocated) + " in use and " +
+                                    formatBytes(pool.stats.reserved) + " reserved of a capacity of " +
+                                    formatBytes(pool.stats.capacity) + describeLiveLocked(pool);
+        if (auto obs = g_oom_observer.load()) obs(device, bytes, pool.events, message);
+        return outOfMemory(message);
       }
       void* base = std::aligned_alloc(kAlign, kHeader + size);
       if (!base) {
@@ -129,13 +211,20 @@ StatusOr<void*> allocate(int device, size_t bytes) {
         return outOfMemory(device_name(device) + ": the host could not provide " + formatBytes(size) +
                            " for this device's pool");
       }
-      auto* h = static_cast<BlockHeader*>(base);
-      h->device = device;
-      h->size = size;
+      auto* fresh = static_cast<BlockHeader*>(base);
+      fresh->device = device;
+      fresh->size = size;
       data = static_cast<char*>(base) + kHeader;
       pool.stats.reserved += size;
       pool.stats.peak_reserved = std::max(pool.stats.peak_reserved, pool.stats.reserved);
     }
+    h = headerOf(data);
+    h->category = MemoryCategory::kUntagged;
+    h->requested = bytes;
+    h->id = ++pool.events;
+    h->owner = nullptr;
+    std::memset(h->words, 0, sizeof(h->words));
+    pool.link(h);
     pool.stats.allocated += size;
     pool.stats.peak_allocated = std::max(pool.stats.peak_allocated, pool.stats.allocated);
     ++pool.stats.num_allocs;
@@ -143,6 +232,11 @@ StatusOr<void*> allocate(int device, size_t bytes) {
     reserved = pool.stats.reserved;
   }
   notify(device, allocated, reserved);
+  if (auto obs = g_block_observer.load(std::memory_order_relaxed)) {
+    BlockInfo b = infoOf(h);  // the block is the caller's alone until it is returned
+    b.words = h->words;
+    obs(BlockEvent::kAlloc, b, b.id, allocated, reserved);
+  }
   return data;
 }
 
@@ -165,9 +259,19 @@ void release(void* data) {
   }
   const int device = h->device;  // h may be freed below
   Pool& pool = pools()[device];
-  uint64_t allocated, reserved;
+  uint64_t allocated, reserved, seq;
+  BlockObserver obs = g_block_observer.load(std::memory_order_relaxed);
+  BlockInfo b;
+  int64_t words[4];
+  if (obs) {  // read while the block is still the caller's
+    b = infoOf(h);
+    std::memcpy(words, h->words, sizeof(words));
+    b.words = words;
+  }
   {
     std::lock_guard<std::mutex> lock(pool.mu);
+    pool.unlink(h);
+    seq = ++pool.events;
     pool.stats.allocated -= h->size;
     if (pool.cached + h->size <= pool.cache_limit) {
       pool.free_blocks[h->size].push_back(data);
@@ -180,6 +284,7 @@ void release(void* data) {
     reserved = pool.stats.reserved;
   }
   notify(device, allocated, reserved);
+  if (obs) obs(BlockEvent::kFree, b, seq, allocated, reserved);
 }
 
 MemoryStats memory_stats(int device) {
@@ -218,5 +323,52 @@ void empty_cache(int device) {
 }
 
 void set_memory_observer(MemoryObserver observer) { g_observer.store(observer); }
+
+void tag_memory(const void* data, MemoryCategory category, const char* owner) {
+  if (!data) return;
+  BlockHeader* h = headerOf(const_cast<void*>(data));
+  if (h->device < 0) return;
+  h->category = category;  // the tagging thread holds the block (a live storage)
+  if (owner) h->owner = internOwner(owner);
+}
+
+MemoryCategory memory_tag(const void* data) {
+  if (!data) return MemoryCategory::kUntagged;
+  const BlockHeader* h = headerOf(const_cast<void*>(data));
+  return h->device < 0 ? MemoryCategory::kUntagged : h->category;
+}
+
+void set_block_observer(BlockObserver observer) { g_block_observer.store(observer); }
+void set_block_classifier(BlockClassifier classifier) { g_classifier.store(classifier); }
+void set_oom_observer(OomObserver observer) { g_oom_observer.store(observer); }
+
+uint64_t memory_event_seq(int device) {
+  if (device < 0 || device >= kMaxDevices) return 0;
+  Pool& pool = pools()[device];
+  std::lock_guard<std::mutex> lock(pool.mu);
+  return pool.events;
+}
+
+void for_each_live_block(int device, void (*fn)(const BlockInfo& block, void* arg), void* arg) {
+  if (device < 0 || device >= kMaxDevices) return;
+  Pool& pool = pools()[device];
+  std::lock_guard<std::mutex> lock(pool.mu);
+  for (BlockHeader* h = pool.live_head; h; h = h->next) {
+    BlockInfo b = infoOf(h);
+    b.words = h->words;
+    fn(b, arg);
+  }
+}
+
+uint64_t largest_cached_block(int device) {
+  if (device < 0 || device >= kMaxDevices) return 0;
+  Pool& pool = pools()[device];
+  std::lock_guard<std::mutex> lock(pool.mu);
+  uint64_t largest = 0;
+  for (const auto& [size, blocks] : pool.free_blocks) {
+    if (!blocks.empty()) largest = std::max(largest, size);
+  }
+  return largest;
+}
 
 }  // namespace npuscope::npu

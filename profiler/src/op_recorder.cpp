@@ -64,9 +64,18 @@ std::unordered_set<ThreadState*>& registry() {
   return *r;
 }
 
+// The training phase, for the categories of untagged blocks: g_epoch counts changes between
+// forward work and backward work (ops of the autograd engine); g_after_backward tells whether
+// the current step ran backward work already (what follows it is the optimizer's).
+std::atomic<bool> g_phase_backward{false};
+std::atomic<int64_t> g_epoch{0};
+std::atomic<bool> g_after_backward{false};
+std::atomic<bool> g_baseline{false};  // removeCallbacksForBaseline(): nothing recorded at all
+
 struct ThreadState {
   std::unique_ptr<OpBuffer> buf;
   std::vector<MemoryRecord> memory;
+  std::vector<MemoryBlockRecord> blocks;
   std::vector<Frame> stack;
   std::unordered_map<const char*, uint32_t> names;  // schema names: stable pointers
   std::unordered_map<uint64_t, std::pair<std::string, uint32_t>> dynamic_names;  // by content hash
@@ -106,6 +115,10 @@ void flushLocked(ThreadState& ts, TraceWriter* w) {
   if (!ts.memory.empty()) {
     w->addMemory(std::move(ts.memory));
     ts.memory.clear();
+  }
+  if (!ts.blocks.empty()) {
+    w->addMemoryBlocks(std::move(ts.blocks));
+    ts.blocks.clear();
   }
 }
 
@@ -250,6 +263,11 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   f.id = g_next_id.fetch_add(1, std::memory_order_relaxed);
   f.backward = fn.scope() == at::RecordScope::BACKWARD_FUNCTION || (!ts.stack.empty() && ts.stack.back().backward) ||
                std::strncmp(f.name, "autograd::engine::evaluate_function", 35) == 0;
+  if (f.backward != g_phase_backward.load(std::memory_order_relaxed)) {
+    g_phase_backward.store(f.backward, std::memory_order_relaxed);
+    g_epoch.fetch_add(1, std::memory_order_relaxed);
+    if (f.backward) g_after_backward.store(true, std::memory_order_relaxed);
+  }
   f.shapes_id = f.dtypes_id = 0;
   f.device = -1;
   f.modeled_ns = -1;
@@ -343,6 +361,185 @@ void onMemory(int device, uint64_t allocated, uint64_t reserved) {
   }
 }
 
+// ---- memory blocks ----------------------------------------------------------------------
+// What the recorder keeps in a block's observer words (npu::BlockInfo::words), at allocation:
+//   words[0] the time; words[1] the allocating op's id (-1: none recorded); words[2] the step;
+//   words[3] the phase epoch << 8 | flags.
+constexpr int64_t kSeen = 1;            // allocated while this session recorded
+constexpr int64_t kInOp = 2;            // inside an op
+constexpr int64_t kBackwardOp = 4;      // the op was backward work
+constexpr int64_t kAfterBackward = 8;   // the step had run backward work before
+
+struct DevicePeak {
+  bool active = false;  // the device saw an event in this session
+  int64_t start_seq = 0;
+  MemoryDeviceRecord rec;
+};
+std::mutex g_peak_mu;
+DevicePeak g_devices[npu::kMaxDevices];
+std::atomic<uint64_t> g_peak_allocated[npu::kMaxDevices];
+int64_t g_session_start_ns = 0;
+
+// The category of an untagged block `now` (the current epoch: at a free, or of a snapshot of
+// live blocks). Documented in docs/memory.md.
+npu::MemoryCategory inferCategory(const int64_t* words, bool live) {
+  using C = npu::MemoryCategory;
+  const int64_t flags = words[3] & 0xff;
+  if (!(flags & kSeen) || !(flags & kInOp)) return C::kOther;
+  const bool same_phase = !live && (words[3] >> 8) == g_epoch.load(std::memory_order_relaxed);
+  if (flags & kBackwardOp) return same_phase ? C::kTemporary : C::kGradient;
+  if (same_phase) return C::kTemporary;
+  return (flags & kAfterBackward) ? C::kOptimizerState : C::kActivation;
+}
+
+MemoryBlockRecord blockRecord(const npu::BlockInfo& b, bool live) {
+  MemoryBlockRecord r;
+  r.device = b.device;
+  r.size = static_cast<int64_t>(b.size);
+  r.requested = static_cast<int64_t>(b.requested);
+  r.address = b.address;
+  const bool seen = (b.words[3] & kSeen) != 0;
+  const int64_t start = g_devices[b.device].start_seq;
+  r.alloc_seq = seen ? static_cast<int64_t>(b.id) : start;
+  r.alloc_ns = seen ? b.words[0] : g_session_start_ns;
+  r.op_id = seen ? b.words[1] : -1;
+  r.step = seen ? b.words[2] : -1;
+  r.category = static_cast<uint8_t>(b.category != npu::MemoryCategory::kUntagged ? b.category
+                                                                                   : inferCategory(b.words, live));
+  if (b.owner) r.owner = b.owner;
+  return r;
+}
+
+void activateDevice(int device) {
+  DevicePeak& d = g_devices[device];
+  if (d.active) return;
+  std::lock_guard<std::mutex> lock(g_peak_mu);
+  if (d.active) return;
+  d.rec = MemoryDeviceRecord();
+  d.rec.device = device;
+  d.active = true;
+}
+
+void notePeak(int device, uint64_t seq, uint64_t allocated, uint64_t reserved, int64_t op_id) {
+  if (allocated <= g_peak_allocated[device].load(std::memory_order_relaxed)) return;
+  const uint64_t cached = npu::largest_cached_block(device);
+  std::lock_guard<std::mutex> lock(g_peak_mu);
+  if (allocated <= g_peak_allocated[device].load(std::memory_order_relaxed)) return;
+  g_peak_allocated[device].store(allocated, std::memory_order_relaxed);
+  MemoryDeviceRecord& r = g_devices[device].rec;
+  r.peak_seq = static_cast<int64_t>(seq);
+  r.peak_ns = nowNs();
+  r.peak_allocated = static_cast<int64_t>(allocated);
+  r.peak_reserved = static_cast<int64_t>(reserved);
+  r.largest_cached = static_cast<int64_t>(cached);
+  r.peak_op_id = op_id;
+  r.peak_step = g_step.load(std::memory_order_relaxed);
+}
+
+void onBlock(npu::BlockEvent event, const npu::BlockInfo& b, uint64_t seq, uint64_t allocated, uint64_t reserved) {
+  if (!g_memory.load(std::memory_order_relaxed)) return;
+  TraceWriter* w = g_writer.load(std::memory_order_relaxed);
+  if (!w || b.device < 0 || b.device >= npu::kMaxDevices || g_baseline.load(std::memory_order_relaxed)) return;
+  if (!g_devices[b.device].active) activateDevice(b.device);
+  ThreadState& ts = threadState();
+  const bool keep = g_keep.load(std::memory_order_relaxed);
+  if (event == npu::BlockEvent::kAlloc) {
+    int64_t flags = kSeen;
+    int64_t op_id = -1;
+    if (!ts.stack.empty()) {
+      const Frame& f = ts.stack.back();
+      flags |= kInOp | (f.backward ? kBackwardOp : 0);
+      if (keep) op_id = f.id;
+    }
+    if (g_after_backward.load(std::memory_order_relaxed)) flags |= kAfterBackward;
+    b.words[0] = nowNs();
+    b.words[1] = op_id;
+    b.words[2] = g_step.load(std::memory_order_relaxed);
+    b.words[3] = (g_epoch.load(std::memory_order_relaxed) << 8) | flags;
+    if (keep) notePeak(b.device, seq, allocated, reserved, op_id);
+    return;
+  }
+  MemoryBlockRecord r = blockRecord(b, false);
+  r.free_seq = static_cast<int64_t>(seq);
+  r.free_ns = nowNs();
+  Claim claim(ts, 1);
+  ts.blocks.push_back(std::move(r));
+  if (ts.blocks.size() >= 1024) {
+    w->addMemoryBlocks(std::move(ts.blocks));
+    ts.blocks.clear();
+  }
+}
+
+npu::MemoryCategory classifyLive(const npu::BlockInfo& b) { return inferCategory(b.words, true); }
+
+void onOom(int device, uint64_t requested, uint64_t seq, const std::string& message) {
+  TraceWriter* w = g_writer.load();
+  if (!w) return;
+  // The refusal ends the phase: what was live keeps the category the message gave it when the
+  // unwinding frees it.
+  g_epoch.fetch_add(1, std::memory_order_relaxed);
+  MemoryOomRecord r;
+  r.device = device;
+  r.seq = static_cast<int64_t>(seq);
+  r.ts_ns = nowNs();
+  r.requested = static_cast<int64_t>(requested);
+  r.op_id = currentOpId();
+  r.step = g_step.load(std::memory_order_relaxed);
+  r.message = message;
+  w->addMemoryOom(r);
+}
+
+// At the session's start: the devices' event numbers (blocks allocated before count from
+// there) and peaks from zero.
+void startMemory() {
+  g_session_start_ns = nowNs();
+  g_phase_backward.store(false);
+  g_after_backward.store(false);
+  for (int d = 0; d < npu::kMaxDevices; ++d) {
+    g_devices[d] = DevicePeak();
+    g_peak_allocated[d].store(0);
+    const uint64_t seq = npu::memory_event_seq(d);
+    if (seq == 0) continue;  // never used: activated by its first event
+    g_devices[d].start_seq = static_cast<int64_t>(seq);
+    activateDevice(d);
+  }
+  npu::set_block_classifier(&classifyLive);
+  npu::set_oom_observer(&onOom);
+  npu::set_block_observer(&onBlock);
+}
+
+struct LiveBlocks {
+  std::vector<MemoryBlockRecord>* out;
+};
+void collectLive(const npu::BlockInfo& b, void* arg) {
+  static_cast<LiveBlocks*>(arg)->out->push_back(blockRecord(b, true));
+}
+
+// At the session's end: a row for every block still live, and each device's peak.
+void stopMemory(TraceWriter* w) {
+  npu::set_block_observer(nullptr);
+  npu::set_oom_observer(nullptr);
+  npu::set_block_classifier(nullptr);
+  for (int d = 0; d < npu::kMaxDevices; ++d) {
+    if (!g_devices[d].active) continue;
+    std::vector<MemoryBlockRecord> live;
+    LiveBlocks arg{&live};
+    npu::for_each_live_block(d, &collectLive, &arg);
+    w->addMemoryBlocks(std::move(live));
+    MemoryDeviceRecord r;
+    {
+      std::lock_guard<std::mutex> lock(g_peak_mu);
+      r = g_devices[d].rec;
+    }
+    r.device = d;
+    r.start_seq = g_devices[d].start_seq;
+    r.end_seq = static_cast<int64_t>(npu::memory_event_seq(d));
+    r.capacity = static_cast<int64_t>(npu::memory_stats(d).capacity);
+    w->addMemoryDevice(r);
+    g_devices[d].active = false;
+  }
+}
+
 void ensureCallback() {
   if (g_handle != 0) return;
   g_handle = at::addGlobalCallback(at::RecordFunctionCallback(&onStart, &onEnd)
@@ -383,16 +580,21 @@ void start(TraceWriter* writer, bool record_shapes, bool record_memory) {
   ensureCallback();
   g_shapes.store(record_shapes);
   g_memory.store(record_memory);
+  g_baseline.store(false);
   g_recorded.store(0);
   npu::reset_streams();
   g_writer.store(writer);
-  if (record_memory) npu::set_memory_observer(&onMemory);
+  if (record_memory) {
+    npu::set_memory_observer(&onMemory);
+    startMemory();
+  }
   g_collectives = std::make_shared<RecorderCollectiveSink>(writer);
   setCollectiveSink(g_collectives);
 }
 
 void setMode(bool callbacks_on, bool keep) {
   ensureCallback();
+  g_baseline.store(false);
   g_keep.store(keep);
   if (callbacks_on) {
     at::reenableCallback(g_handle);
@@ -403,17 +605,22 @@ void setMode(bool callbacks_on, bool keep) {
 
 void removeCallbacksForBaseline() {
   g_keep.store(false);  // memory events, which come from the allocator, not the callbacks
+  g_baseline.store(true);
   if (g_handle == 0) return;
   at::removeCallback(g_handle);
   g_handle = 0;
 }
 
-void setStep(int64_t step) { g_step.store(step); }
+void setStep(int64_t step) {
+  g_step.store(step);
+  g_after_backward.store(false, std::memory_order_relaxed);
+}
 
 void stop() {
   g_keep.store(false);
   if (g_handle != 0) at::disableCallback(g_handle);
   npu::set_memory_observer(nullptr);
+  if (TraceWriter* w = g_writer.load(); w && g_memory.load()) stopMemory(w);
   if (g_collectives) {  // a collective completing later finds no writer
     setCollectiveSink(nullptr);
     g_collectives->detach();

@@ -730,6 +730,17 @@ StatusOr<std::vector<OpSlice>> TraceReader::timeline(const TimelineQuery& q) {
   return out;
 }
 
+StatusOr<OpSlice> TraceReader::opById(int64_t id) {
+  ASSIGN_OR_RETURN(sqlite3_stmt * st, cached("op_by_id", std::string("SELECT ") + kOpColumns +
+                                                             " FROM op_events WHERE rowid=?1"));
+  StmtUse use(st);
+  sqlite3_bind_int64(st, 1, id);
+  const int rc = sqlite3_step(st);
+  if (rc == SQLITE_DONE) return notFound(path_ + ": no op " + std::to_string(id));
+  if (rc != SQLITE_ROW) return stepError(db_.get(), "reading an op");
+  return opSliceAt(st);
+}
+
 StatusOr<std::vector<OpSlice>> TraceReader::stepOps(int64_t run_id, const StepRange& range) {
   SnapshotScope snap(this);
   RETURN_IF_ERROR(snap.status());
@@ -1215,6 +1226,94 @@ StatusOr<std::vector<DumpEntryRow>> TraceReader::dumpEntries(int64_t run_id) {
     out.push_back(std::move(e));
   }
   if (rc != SQLITE_DONE) return stepError(db_.get(), "reading dump entries");
+  return out;
+}
+
+StatusOr<std::vector<MemoryBlockRecord>> TraceReader::memoryBlocks(int64_t run_id, int device) {
+  if (schema_ < 10) return std::vector<MemoryBlockRecord>{};
+  ASSIGN_OR_RETURN(sqlite3_stmt * st,
+                   cached("memory_blocks",
+                          "SELECT device, alloc_seq, free_seq, alloc_ns, free_ns, size, requested, category, op_id, step,"
+                          " address, owner FROM memory_blocks WHERE run_id=?1 AND (?2 < 0 OR device=?2)"
+                          " ORDER BY device, alloc_seq"));
+  StmtUse use(st);
+  sqlite3_bind_int64(st, 1, run_id);
+  sqlite3_bind_int64(st, 2, device);
+  std::vector<MemoryBlockRecord> out;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    MemoryBlockRecord b;
+    b.device = static_cast<int32_t>(sqlite3_column_int64(st, 0));
+    b.alloc_seq = sqlite3_column_int64(st, 1);
+    b.free_seq = colInt(st, 2);
+    b.alloc_ns = sqlite3_column_int64(st, 3);
+    b.free_ns = colInt(st, 4);
+    b.size = sqlite3_column_int64(st, 5);
+    b.requested = sqlite3_column_int64(st, 6);
+    const int64_t category = sqlite3_column_int64(st, 7);
+    b.category = static_cast<uint8_t>(category >= 0 && category < 10 ? category : 0);
+    b.op_id = colInt(st, 8);
+    b.step = colInt(st, 9);
+    b.address = static_cast<uint64_t>(sqlite3_column_int64(st, 10));
+    b.owner = colText(st, 11);
+    out.push_back(std::move(b));
+  }
+  if (rc != SQLITE_DONE) return stepError(db_.get(), "reading memory blocks");
+  return out;
+}
+
+StatusOr<std::vector<MemoryDeviceRecord>> TraceReader::memoryDevices(int64_t run_id) {
+  if (schema_ < 10) return std::vector<MemoryDeviceRecord>{};
+  ASSIGN_OR_RETURN(sqlite3_stmt * st,
+                   cached("memory_devices",
+                          "SELECT device, start_seq, end_seq, peak_seq, peak_ns, peak_allocated, peak_reserved,"
+                          " largest_cached, peak_op_id, peak_step, capacity FROM memory_devices WHERE run_id=?1"
+                          " ORDER BY device"));
+  StmtUse use(st);
+  sqlite3_bind_int64(st, 1, run_id);
+  std::vector<MemoryDeviceRecord> out;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    MemoryDeviceRecord d;
+    d.device = static_cast<int32_t>(sqlite3_column_int64(st, 0));
+    d.start_seq = sqlite3_column_int64(st, 1);
+    d.end_seq = sqlite3_column_int64(st, 2);
+    d.peak_seq = colInt(st, 3);
+    d.peak_ns = colInt(st, 4);
+    d.peak_allocated = colInt(st, 5);
+    d.peak_reserved = colInt(st, 6);
+    d.largest_cached = colInt(st, 7);
+    d.peak_op_id = colInt(st, 8);
+    d.peak_step = colInt(st, 9);
+    d.capacity = sqlite3_column_int64(st, 10);
+    out.push_back(d);
+  }
+  if (rc != SQLITE_DONE) return stepError(db_.get(), "reading memory devices");
+  return out;
+}
+
+StatusOr<std::vector<MemoryOomRecord>> TraceReader::memoryOoms(int64_t run_id) {
+  if (schema_ < 10) return std::vector<MemoryOomRecord>{};
+  ASSIGN_OR_RETURN(sqlite3_stmt * st,
+                   cached("memory_ooms",
+                          "SELECT device, seq, ts_ns, requested, op_id, step, message FROM memory_ooms WHERE run_id=?1"
+                          " ORDER BY ts_ns"));
+  StmtUse use(st);
+  sqlite3_bind_int64(st, 1, run_id);
+  std::vector<MemoryOomRecord> out;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    MemoryOomRecord o;
+    o.device = static_cast<int32_t>(sqlite3_column_int64(st, 0));
+    o.seq = sqlite3_column_int64(st, 1);
+    o.ts_ns = sqlite3_column_int64(st, 2);
+    o.requested = sqlite3_column_int64(st, 3);
+    o.op_id = colInt(st, 4);
+    o.step = colInt(st, 5);
+    o.message = colText(st, 6);
+    out.push_back(std::move(o));
+  }
+  if (rc != SQLITE_DONE) return stepError(db_.get(), "reading out-of-memory events");
   return out;
 }
 

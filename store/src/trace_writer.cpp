@@ -349,6 +349,16 @@ Status TraceWriter::prepareStatements() {
   ASSIGN_OR_RETURN(statements_.insert_ops_, prepare(db, insertRows(ops, 17, kOpsPerInsert)));
   ASSIGN_OR_RETURN(statements_.insert_memory_, prepare(db, insertRows(memory, 5, 1)));
   ASSIGN_OR_RETURN(statements_.insert_memories_, prepare(db, insertRows(memory, 5, kMemoryPerInsert)));
+  const char* blocks =
+      "INSERT INTO memory_blocks(run_id, device, alloc_seq, free_seq, alloc_ns, free_ns, size, requested, category,"
+      " op_id, step, address, owner)";
+  ASSIGN_OR_RETURN(statements_.insert_mem_block_, prepare(db, insertRows(blocks, 13, 1)));
+  ASSIGN_OR_RETURN(statements_.insert_mem_blocks_, prepare(db, insertRows(blocks, 13, kMemoryPerInsert)));
+  ASSIGN_OR_RETURN(statements_.insert_mem_device_, prepare(db,
+      "INSERT INTO memory_devices(run_id, device, start_seq, end_seq, peak_seq, peak_ns, peak_allocated, peak_reserved,"
+      " largest_cached, peak_op_id, peak_step, capacity) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(statements_.insert_oom_, prepare(db,
+      "INSERT INTO memory_ooms(run_id, device, seq, ts_ns, requested, op_id, step, message) VALUES (?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(statements_.insert_block_, prepare(db,
       "INSERT INTO op_blocks(run_id, thread_id, first_id, last_id, ops, backward_ops, min_start_ns, max_start_ns,"
       " max_end_ns, min_step, max_step) VALUES (?,?,?,?,?,?,?,?,?,?,?)"));
@@ -481,6 +491,11 @@ void TraceWriter::addMemory(const MemoryRecord& r) { enqueue(r, false); }
 void TraceWriter::addMemory(std::vector<MemoryRecord>&& batch) {
   if (!batch.empty()) enqueue(std::move(batch), false);
 }
+void TraceWriter::addMemoryBlocks(std::vector<MemoryBlockRecord>&& batch) {
+  if (!batch.empty()) enqueue(std::move(batch), false);
+}
+void TraceWriter::addMemoryDevice(const MemoryDeviceRecord& r) { enqueue(r, false); }
+void TraceWriter::addMemoryOom(const MemoryOomRecord& r) { enqueue(r, true); }
 void TraceWriter::addDumpEntries(std::vector<DumpEntryRecord>&& batch) {
   if (batch.empty()) return;
   enqueue(std::move(batch));
@@ -721,6 +736,54 @@ Status TraceWriter::write(Item& item) {
     for (; at < batch->size(); ++at) RETURN_IF_ERROR(writeMemory((*batch)[at]));
     return Status::ok();
   }
+  if (auto* blocks = std::get_if<std::vector<MemoryBlockRecord>>(&item)) {
+    if (run < 0) return failedPrecondition("memory blocks before beginRun");
+    size_t at = 0;
+    for (; at + kMemoryPerInsert <= blocks->size(); at += kMemoryPerInsert) {
+      sqlite3_stmt* st = statements_.insert_mem_blocks_.get();
+      for (size_t i = 0; i < kMemoryPerInsert; ++i) bindMemoryBlock(st, static_cast<int>(13 * i), (*blocks)[at + i]);
+      RETURN_IF_ERROR(stepStatement(db, st));
+    }
+    for (; at < blocks->size(); ++at) {
+      bindMemoryBlock(statements_.insert_mem_block_.get(), 0, (*blocks)[at]);
+      RETURN_IF_ERROR(stepStatement(db, statements_.insert_mem_block_.get()));
+    }
+    return Status::ok();
+  }
+  if (auto* d = std::get_if<MemoryDeviceRecord>(&item)) {
+    if (run < 0) return failedPrecondition("memory devices before beginRun");
+    sqlite3_stmt* st = statements_.insert_mem_device_.get();
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_int(st, 2, d->device);
+    sqlite3_bind_int64(st, 3, d->start_seq);
+    sqlite3_bind_int64(st, 4, d->end_seq);
+    bindOptionalInt(st, 5, d->peak_seq, -1);
+    if (d->peak_seq < 0) {
+      for (int c = 6; c <= 9; ++c) sqlite3_bind_null(st, c);
+    } else {
+      sqlite3_bind_int64(st, 6, d->peak_ns);
+      sqlite3_bind_int64(st, 7, d->peak_allocated);
+      sqlite3_bind_int64(st, 8, d->peak_reserved);
+      sqlite3_bind_int64(st, 9, d->largest_cached);
+    }
+    bindOptionalInt(st, 10, d->peak_op_id < 0 ? -1 : d->peak_op_id + id_offset_, -1);
+    bindOptionalInt(st, 11, d->peak_step, -1);
+    sqlite3_bind_int64(st, 12, d->capacity);
+    return stepStatement(db, st);
+  }
+  if (auto* o = std::get_if<MemoryOomRecord>(&item)) {
+    if (run < 0) return failedPrecondition("an out-of-memory record before beginRun");
+    sqlite3_stmt* st = statements_.insert_oom_.get();
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_int(st, 2, o->device);
+    sqlite3_bind_int64(st, 3, o->seq);
+    sqlite3_bind_int64(st, 4, o->ts_ns);
+    sqlite3_bind_int64(st, 5, o->requested);
+    bindOptionalInt(st, 6, o->op_id < 0 ? -1 : o->op_id + id_offset_, -1);
+    bindOptionalInt(st, 7, o->step, -1);
+    bindText(st, 8, o->message);
+    return stepStatement(db, st);
+  }
   if (auto* dumps = std::get_if<std::vector<TensorDumpRecord>>(&item)) {
     if (run < 0) return failedPrecondition("tensor dumps before beginRun");
     for (const TensorDumpRecord& d : *dumps) RETURN_IF_ERROR(writeTensorDump(d));
@@ -812,6 +875,26 @@ void TraceWriter::bindMemory(sqlite3_stmt* st, int first, const MemoryRecord& m)
   sqlite3_bind_int(st, first + 3, m.device);
   sqlite3_bind_int64(st, first + 4, static_cast<int64_t>(m.allocated));
   sqlite3_bind_int64(st, first + 5, static_cast<int64_t>(m.reserved));
+}
+
+void TraceWriter::bindMemoryBlock(sqlite3_stmt* st, int first, const MemoryBlockRecord& b) {
+  sqlite3_bind_int64(st, first + 1, run_id_.load());
+  sqlite3_bind_int(st, first + 2, b.device);
+  sqlite3_bind_int64(st, first + 3, b.alloc_seq);
+  bindOptionalInt(st, first + 4, b.free_seq, -1);
+  sqlite3_bind_int64(st, first + 5, b.alloc_ns);
+  bindOptionalInt(st, first + 6, b.free_ns, -1);
+  sqlite3_bind_int64(st, first + 7, b.size);
+  sqlite3_bind_int64(st, first + 8, b.requested);
+  sqlite3_bind_int(st, first + 9, b.category);
+  bindOptionalInt(st, first + 10, b.op_id < 0 ? -1 : b.op_id + id_offset_, -1);
+  bindOptionalInt(st, first + 11, b.step, -1);
+  sqlite3_bind_int64(st, first + 12, static_cast<int64_t>(b.address));
+  if (b.owner.empty()) {
+    sqlite3_bind_null(st, first + 13);
+  } else {
+    sqlite3_bind_text(st, first + 13, b.owner.data(), static_cast<int>(b.owner.size()), SQLITE_STATIC);
+  }
 }
 
 Status TraceWriter::writeMemory(const MemoryRecord& m) {

@@ -26,6 +26,7 @@ inline std::string downgradeSql(int version) {
       "ALTER TABLE op_events DROP COLUMN host_sync;",                                // 7
       "DROP TABLE collectives; ALTER TABLE runs DROP COLUMN job;",                   // 8
       "DROP TABLE dump_entries; ALTER TABLE tensor_dumps DROP COLUMN arg;",          // 9
+      "DROP TABLE memory_blocks; DROP TABLE memory_devices; DROP TABLE memory_ooms;",  // 10
   };
   const int newest = static_cast<int>(std::size(kUndo)) + 1;
   EXPECT_EQ(newest, currentSchemaVersion()) << "a new migration: add its undo to tests/store/schema_downgrade.h";

@@ -39,6 +39,10 @@ bool is_npu(const at::Tensor& t);
 // A CPU tensor is returned as it is.
 at::Tensor cpu_alias(const at::Tensor& t);
 
+// Tags the device block holding `t`'s storage (tag_memory in runtime.h); host tensors and
+// undefined ones are left alone. An empty owner keeps the block's current one.
+void tag_tensor_memory(const at::Tensor& t, MemoryCategory category, const std::string& owner = {});
+
 // Operations on a device run synchronously on the host; synchronize() exists so code ported from
 // torch_npu keeps its calls, and it is the point where a real device would be waited for.
 void synchronize(int device = -1);

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "npuscope/store/memory_category.h"
 #include "npuscope/store/status.h"
 
 namespace npuscope::npu {
@@ -60,7 +61,8 @@ struct MemoryStats {
 // Allocates `bytes` on `device`; the result is 64-byte aligned and carries a header in front of
 // it, so release() needs only the pointer (and libtorch's raw_allocate, which requires the
 // DataPtr context to equal the data, works). Over capacity -> kOutOfMemory naming device,
-// request, in use and capacity; the pool is unchanged and the caller can free and retry.
+// request, in use and capacity, the two categories holding most and the largest live block
+// with its owner; the pool is unchanged and the caller can free and retry.
 StatusOr<void*> allocate(int device, size_t bytes);
 // Plain host memory with the same header and no device accounting (nullptr on failure).
 void* allocate_host(size_t bytes);
@@ -76,6 +78,58 @@ void empty_cache(int device);
 // track). Called on the allocating thread; must be cheap and must not allocate on the device.
 using MemoryObserver = void (*)(int device, uint64_t allocated, uint64_t reserved);
 void set_memory_observer(MemoryObserver observer);
+
+// ---- memory ownership -------------------------------------------------------------------
+// What a device block holds (npuscope/store/memory_category.h). Libraries that own memory tag
+// it (amp: parameters, gradients, master weights and the fused optimizers' buffers it manages);
+// blocks nobody tagged stay kUntagged and the profiler infers theirs from the allocating op and
+// the block's lifetime (docs/memory.md has the rule).
+using MemoryCategory = npuscope::MemoryCategory;
+
+// Tags the device block whose data starts at `data` (a storage's data pointer, as allocate()
+// returned it) with `category` and, unless nullptr, an owner ("fc.weight", "NpuFusedAdam
+// exp_avg"; copied once into a table that lives as long as the process). No effect on host
+// memory or nullptr. A block keeps its tag until freed; the cache does not carry it to the next.
+void tag_memory(const void* data, MemoryCategory category, const char* owner = nullptr);
+// The tag of the block at `data` (kUntagged for host memory and nullptr).
+MemoryCategory memory_tag(const void* data);
+
+// A device block as observers see it.
+struct BlockInfo {
+  int device = 0;
+  uint64_t id = 0;          // the pool's event number at its allocation (unique per device)
+  uint64_t address = 0;
+  uint64_t size = 0;        // rounded block size (what `allocated` counts)
+  uint64_t requested = 0;   // bytes asked for
+  MemoryCategory category = MemoryCategory::kUntagged;
+  const char* owner = nullptr;  // nullptr: none given
+  // Four words an observer keeps with the block: zero at allocation, writable by the
+  // allocation event's observer; at a free, a copy of what was written.
+  int64_t* words = nullptr;
+};
+enum class BlockEvent : uint8_t { kAlloc, kFree };
+// Told of every block allocation and free, with the pool's event number of the change (one
+// counter per device, ordering all of its allocations and frees) and the pool's allocated and
+// reserved bytes after it. Called on the allocating/freeing thread, outside the pool's lock;
+// must be cheap and must not allocate on the device.
+using BlockObserver = void (*)(BlockEvent event, const BlockInfo& block, uint64_t seq, uint64_t allocated,
+                               uint64_t reserved);
+void set_block_observer(BlockObserver observer);
+// The number of the device's last allocation or free event.
+uint64_t memory_event_seq(int device);
+// Calls `fn` for each live block of `device`, in allocation order, with the pool locked: `fn`
+// must not allocate or free on the device.
+void for_each_live_block(int device, void (*fn)(const BlockInfo& block, void* arg), void* arg);
+// The largest block the pool holds cached (free) for reuse, 0 when none.
+uint64_t largest_cached_block(int device);
+// Names the category of an untagged live block for out-of-memory messages (the profiler's
+// inference); nullptr: untagged blocks are reported as "untagged".
+using BlockClassifier = MemoryCategory (*)(const BlockInfo& block);
+void set_block_classifier(BlockClassifier classifier);
+// Told of a refused allocation: the request, the event number it happened after and the
+// one-line message allocate() returns.
+using OomObserver = void (*)(int device, uint64_t requested, uint64_t seq, const std::string& message);
+void set_oom_observer(OomObserver observer);
 
 // ---- float status -----------------------------------------------------------------------
 // inf_nan: overflowing ops produce inf/nan as IEEE says (Ascend 910B).

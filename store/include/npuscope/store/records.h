@@ -64,6 +64,44 @@ struct MemoryRecord {
   uint64_t reserved = 0;
 };
 
+// A device block that was live while the run recorded (schema 10, table memory_blocks).
+struct MemoryBlockRecord {
+  int64_t alloc_seq = 0;
+  int64_t free_seq = -1;   // -1: live when recording stopped
+  int64_t alloc_ns = 0;
+  int64_t free_ns = -1;
+  int64_t size = 0;
+  int64_t requested = 0;
+  int64_t op_id = -1;      // producer id of the allocating op, -1: none
+  int64_t step = -1;
+  uint64_t address = 0;
+  int32_t device = 0;
+  uint8_t category = 0;    // npu::MemoryCategory's value (memory_categories.id)
+  std::string owner;       // "": none
+};
+
+// A device's peak while the run recorded (table memory_devices).
+struct MemoryDeviceRecord {
+  int32_t device = 0;
+  int64_t start_seq = 0, end_seq = 0;
+  int64_t peak_seq = -1;   // -1: no allocation while steps were kept
+  int64_t peak_ns = 0;
+  int64_t peak_allocated = 0, peak_reserved = 0, largest_cached = 0;
+  int64_t peak_op_id = -1, peak_step = -1;
+  int64_t capacity = 0;
+};
+
+// An allocation the device refused (table memory_ooms).
+struct MemoryOomRecord {
+  int32_t device = 0;
+  int64_t seq = 0;
+  int64_t ts_ns = 0;
+  int64_t requested = 0;
+  int64_t op_id = -1;
+  int64_t step = -1;
+  std::string message;
+};
+
 // One input or output tensor of a dumped op (the dumper's `tensor_dumps` row). Not a hot-path
 // record: the dumper hands the writer one batch per op (TraceWriter::addTensorDumps).
 struct TensorDumpRecord {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "npuscope/store/sqlite_handles.h"
+#include "npuscope/store/records.h"
 #include "npuscope/store/status.h"
 
 namespace npuscope {
@@ -307,6 +308,9 @@ class TraceReader {
   // The ops of the steps in `range`, every thread, in id order (ops outside steps are not read).
   StatusOr<std::vector<OpSlice>> stepOps(int64_t run_id, const StepRange& range);
 
+  // The op of op_events id `id` (op_events.id is the rowid), kNotFound when there is none.
+  StatusOr<OpSlice> opById(int64_t id);
+
   StatusOr<std::vector<StepRow>> steps(int64_t run_id, const std::optional<StepRange>& range = std::nullopt);
   StatusOr<std::vector<OverflowEventRow>> overflowEvents(int64_t run_id);
   // The run's collectives in the order they were enqueued.
@@ -323,6 +327,13 @@ class TraceReader {
   StatusOr<std::vector<DeviceTaskAggregate>> deviceTaskAggregates(int64_t run_id, bool by_type = false);
   // Peak allocated / reserved memory per device, in device order.
   StatusOr<std::vector<MemoryPeak>> memoryPeaks(int64_t run_id);
+
+  // Schema 10, memory by owner (empty for older files and runs recorded without memory): the
+  // run's device blocks (device -1: every device) in (device, alloc_seq) order, each device's
+  // peak as the recorder saw it, and the allocations refused. Op ids are op_events ids.
+  StatusOr<std::vector<MemoryBlockRecord>> memoryBlocks(int64_t run_id, int device = -1);
+  StatusOr<std::vector<MemoryDeviceRecord>> memoryDevices(int64_t run_id);
+  StatusOr<std::vector<MemoryOomRecord>> memoryOoms(int64_t run_id);
 
   StatusOr<std::vector<MemorySample>> memory(const MemoryQuery& query);
   // Streams memory samples of a run in time order.

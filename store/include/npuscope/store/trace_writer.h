@@ -79,6 +79,11 @@ class TraceWriter {
   void addCollective(const CollectiveRecord& r);
   void addMemory(const MemoryRecord& r);
   void addMemory(std::vector<MemoryRecord>&& batch);  // one hand-over for many records
+  // Schema 10: device blocks (their op ids are producer ids like the ops'), each device's peak
+  // and refused allocations.
+  void addMemoryBlocks(std::vector<MemoryBlockRecord>&& batch);
+  void addMemoryDevice(const MemoryDeviceRecord& r);
+  void addMemoryOom(const MemoryOomRecord& r);
   // The tensors of one dumped op. Payloads not yet encoded are encoded (encodeDumpPayload) in
   // the calling thread (the dumper's file-writing threads, never an op thread), so compression
   // and the writer thread's SQLite work run side by side. Waits while more than
@@ -125,7 +130,8 @@ class TraceWriter {
   struct FlushCmd {};
   using Item = std::variant<std::unique_ptr<OpBuffer>, StepRecord, OverflowRecord, CollectiveRecord, MemoryRecord,
                             std::vector<MemoryRecord>, std::vector<TensorDumpRecord>, std::vector<DumpEntryRecord>,
-                            std::vector<DeviceTaskRecord>, BeginCmd, EndCmd, FlushCmd>;
+                            std::vector<DeviceTaskRecord>, std::vector<MemoryBlockRecord>, MemoryDeviceRecord,
+                            MemoryOomRecord, BeginCmd, EndCmd, FlushCmd>;
 
   TraceWriter(ScopedDb db, Options options);
   Status prepareStatements();
@@ -141,6 +147,7 @@ class TraceWriter {
   Status writeNewStrings();
   Status writeMemory(const MemoryRecord& m);
   void bindMemory(sqlite3_stmt* st, int first, const MemoryRecord& m);  // parameters first+1..first+5
+  void bindMemoryBlock(sqlite3_stmt* st, int first, const MemoryBlockRecord& b);  // first+1..first+13
   Status writeTensorDump(const TensorDumpRecord& d);
   Status bindDeviceTask(sqlite3_stmt* st, int base, const DeviceTaskRecord& t);  // parameters base+1..base+13
   Status commit();
@@ -159,7 +166,8 @@ class TraceWriter {
   // Finalized together by close(), before the connection closes.
   struct Statements {
     ScopedStmt insert_op_, insert_ops_, insert_block_, insert_step_, insert_overflow_, insert_collective_,
-        insert_memory_, insert_memories_, insert_dump_, insert_entry_, insert_task_, insert_tasks_, insert_string_, insert_run_,
+        insert_memory_, insert_memories_, insert_mem_block_, insert_mem_blocks_, insert_mem_device_, insert_oom_,
+        insert_dump_, insert_entry_, insert_task_, insert_tasks_, insert_string_, insert_run_,
         end_run_, begin_, commit_;
   } statements_;
 
