@@ -10,6 +10,9 @@
 //   open_first_paint_ms_1m_ops: open the file, load the run, paint the timeline once (target <= 1500)
 //   frame_ms_1m_ops: median repaint after one zoom or pan step, at full-run scale and at 1 ms
 //                    across (target <= 30); the two scales are also reported separately.
+//   memory_tab_first_paint_ms_100k_blocks: open a run of 100 steps and 100k device blocks (memory
+//                    by owner), build the Memory tab (peak, categories, largest tensors, each
+//                    step's peak) and paint it once (target <= 500)
 // NPUSCOPE_BENCH_GUI_50M_OPS overrides the size of the large run (e.g. 5000000 for a quick look).
 #include <benchmark/benchmark.h>
 
@@ -23,7 +26,9 @@
 #include <string>
 #include <vector>
 
+#include "npuscope/gui/memory_view.h"
 #include "npuscope/gui/timeline_view.h"
+#include "npuscope/store/trace_writer.h"
 #include "npuscope/gui/trace_document.h"
 #include "synthetic_trace.h"
 
@@ -229,6 +234,87 @@ void BM_OpenFirstPaint(benchmark::State& state) {
   state.counters["ops"] = static_cast<double>(ops);
 }
 BENCHMARK(BM_OpenFirstPaint)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+// A run of 100 steps with 1000 device blocks each (100k): persistent parameters and state, and
+// per step activations that live into the backward half and temporaries that do not.
+const std::string& memoryFile() {
+  static std::string path = [] {
+    const std::string p = (std::filesystem::temp_directory_path() / "npuscope_bench_gui_memory.db").string();
+    for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(p + s);
+    auto w = npuscope::TraceWriter::open(p);
+    if (!w.isOk()) std::abort();
+    npuscope::RunInfo info;
+    info.model = "memory";
+    if (!(*w)->beginRun(info).isOk()) std::abort();
+    const int64_t step_ns = 10'000'000;
+    int64_t seq = 0;
+    std::vector<npuscope::MemoryBlockRecord> blocks;
+    auto block = [&](int64_t ns, int64_t size, npuscope::MemoryCategory c, int64_t step) {
+      npuscope::MemoryBlockRecord b;
+      b.alloc_seq = ++seq;
+      b.alloc_ns = ns;
+      b.size = b.requested = size;
+      b.category = static_cast<uint8_t>(c);
+      b.step = step;
+      b.op_id = -1;
+      return b;
+    };
+    for (int i = 0; i < 100; ++i) blocks.push_back(block(0, 4 << 20, npuscope::MemoryCategory::kParameter, -1));
+    for (int64_t k = 0; k < 100; ++k) {
+      npuscope::StepRecord s;
+      s.step = k;
+      s.start_ns = k * step_ns + 1;
+      s.dur_ns = step_ns - 2;
+      (*w)->addStep(s);
+      std::vector<size_t> open;
+      for (int i = 0; i < 1000; ++i) {
+        const bool activation = i % 2 == 0;
+        blocks.push_back(block(k * step_ns + 10 + i * 4000, (1 + i % 7) << 20,
+                               activation ? npuscope::MemoryCategory::kActivation : npuscope::MemoryCategory::kTemporary, k));
+        if (!activation) {  // a temporary dies at once
+          blocks.back().free_seq = ++seq;
+          blocks.back().free_ns = blocks.back().alloc_ns + 1000;
+        } else {
+          open.push_back(blocks.size() - 1);
+        }
+      }
+      for (size_t i : open) {  // the activations die in the step's backward half
+        blocks[i].free_seq = ++seq;
+        blocks[i].free_ns = k * step_ns + step_ns / 2 + (blocks[i].alloc_ns - k * step_ns) / 2;
+      }
+    }
+    (*w)->addMemoryBlocks(std::move(blocks));
+    if (!(*w)->endRun("completed").isOk() || !(*w)->close().isOk()) std::abort();
+    return p;
+  }();
+  return path;
+}
+
+void BM_MemoryTabFirstPaint(benchmark::State& state) {
+  app();
+  const std::string& path = memoryFile();
+  std::vector<double> ms;
+  size_t devices = 0;
+  for (auto _ : state) {
+    QElapsedTimer t;
+    t.start();
+    npuscope::gui::TraceDocument doc;
+    if (!doc.open(QString::fromStdString(path)) || !doc.loadRun(doc.runs().front().id, true)) {
+      state.SkipWithError("open failed");
+      return;
+    }
+    npuscope::gui::MemoryView view(&doc);
+    view.resize(1600, 900);
+    QImage img(view.size(), QImage::Format_ARGB32_Premultiplied);
+    view.render(&img);
+    ms.push_back(static_cast<double>(t.nsecsElapsed()) / 1e6);
+    devices = view.devices().size();
+    doc.waitForBackground();
+  }
+  state.counters["memory_tab_first_paint_ms_100k_blocks"] = median(ms);
+  state.counters["devices"] = static_cast<double>(devices);
+}
+BENCHMARK(BM_MemoryTabFirstPaint)->Iterations(3)->Unit(benchmark::kMillisecond);
 
 void BM_Frame(benchmark::State& state) {
   app();

@@ -88,6 +88,10 @@ int runImport(const ImportOptions& o) {
                 static_cast<long long>(r.host_ops), static_cast<long long>(r.device_tasks),
                 static_cast<long long>(r.linked_tasks), static_cast<long long>(r.steps),
                 static_cast<long long>(r.memory_samples));
+    if (r.memory_blocks > 0) {
+      std::printf("  %lld operator allocations (memory by owner: npuscope memory %s)\n",
+                  static_cast<long long>(r.memory_blocks), db.c_str());
+    }
     for (const std::string& n : r.notes) std::printf("import: %s\n", n.c_str());
   }
   if (!summary->warning.empty()) std::fprintf(stderr, "npuscope: warning: %s\n", summary->warning.c_str());

@@ -132,7 +132,8 @@ Status runMemory(const MemoryArgs& a) {
 
 void printMemoryBreakdown(const DeviceMemory& d, TraceReader& r, int64_t top) {
   std::printf("  npu:%d at its peak: %s in %zu blocks", d.device, bytesText(d.peak_allocated).c_str(), d.at_peak.blocks.size());
-  if (d.peak_step >= 0) std::printf(", step %lld", static_cast<long long>(d.peak_step));
+  if (d.peak_step >= 0 && d.peak_in_step) std::printf(", step %lld", static_cast<long long>(d.peak_step));
+  if (d.peak_step >= 0 && !d.peak_in_step) std::printf(", after the recorded steps");
   if (!d.peak_op.empty()) std::printf(", while %s allocated", d.peak_op.c_str());
   std::printf("\n");
   printCategories(d.at_peak, "    ");
@@ -161,7 +162,7 @@ nlohmann::json memoryJson(const DeviceMemory& d, TraceReader& r, int64_t top) {
   if (d.reserved_at_peak >= 0) j["reserved_at_peak"] = d.reserved_at_peak;
   if (d.largest_cached >= 0) j["largest_cached_block"] = d.largest_cached;
   j["capacity"] = d.capacity;
-  j["peak_step"] = d.peak_step >= 0 ? nlohmann::json(d.peak_step) : nlohmann::json();
+  j["peak_step"] = d.peak_step >= 0 && d.peak_in_step ? nlohmann::json(d.peak_step) : nlohmann::json();
   j["peak_op"] = d.peak_op;
   j["at_peak"] = liveJson(d.at_peak, r, top);
   j["out_of_memory"] = nlohmann::json::array();

@@ -1,5 +1,6 @@
 #include "npuscope/analysis/advisor.h"
 #include "npuscope/analysis/first_nonfinite.h"
+#include "npuscope/analysis/memory_breakdown.h"
 #include "npuscope/analysis/predicted_timeline.h"
 
 #include <algorithm>
@@ -223,6 +224,87 @@ void memoryCapacity(const std::vector<MemoryPeak>& peaks, const AdvisorOptions& 
   }
 }
 
+// Memory by owner (schema 10): what fills the peak, fragmentation, growth across steps.
+void memoryOwners(const std::vector<DeviceMemory>& devices, const AdvisorOptions& o, std::vector<Finding>* out) {
+  auto bytes = [](const LiveSet& l, MemoryCategory c) { return l.bytes[static_cast<int>(c)]; };
+  for (const DeviceMemory& d : devices) {
+    const LiveSet& l = d.at_peak;
+    if (l.allocated <= 0) continue;
+    const std::string dev = "npu:" + std::to_string(d.device);
+    const double total = static_cast<double>(l.allocated);
+    const int64_t model_state = bytes(l, MemoryCategory::kMasterWeight) + bytes(l, MemoryCategory::kOptimizerState);
+    if (static_cast<double>(model_state) / total >= o.memory_state_share_min) {
+      Finding f;
+      f.rule = "memory_model_state";
+      f.severity = Severity::kInfo;
+      f.title = dev + ": master weights and optimizer state hold " + pct(static_cast<double>(model_state) / total) +
+                " of the peak";
+      f.evidence = "at the peak (" + formatBytes(static_cast<uint64_t>(l.allocated)) + "): " + categorySummary(l, 4);
+      f.suggestion = "they scale with the parameter count, not the batch: a fused optimizer keeps its state in "
+                     "combined buffers, O1 needs no fp32 masters, and combine_grad keeps gradients in one flat buffer; "
+                     "a larger batch costs little more here";
+      if (d.peak_step >= 0) f.steps.push_back(d.peak_step);
+      out->push_back(std::move(f));
+    }
+    const int64_t activations = bytes(l, MemoryCategory::kActivation);
+    if (static_cast<double>(activations) / total >= o.memory_activation_share_min) {
+      Finding f;
+      f.rule = "memory_activations";
+      f.severity = Severity::kInfo;
+      f.title = dev + ": activations kept for backward hold " + pct(static_cast<double>(activations) / total) +
+                " of the peak";
+      f.evidence = "at the peak (" + formatBytes(static_cast<uint64_t>(l.allocated)) + "): " + categorySummary(l, 4);
+      for (const MemoryBlockRecord& b : l.blocks) {
+        if (b.category == static_cast<uint8_t>(MemoryCategory::kActivation)) {
+          f.evidence += "; largest " + formatBytes(static_cast<uint64_t>(b.size)) + " (op_events id " + std::to_string(b.op_id) + ")";
+          break;
+        }
+      }
+      f.suggestion = "activations grow with the batch: recompute them in backward (activation checkpointing), run "
+                     "fp16 activations (O1/O2), or take a smaller batch with gradient accumulation";
+      if (d.peak_step >= 0) f.steps.push_back(d.peak_step);
+      out->push_back(std::move(f));
+    }
+    if (d.reserved_at_peak > 0) {
+      const int64_t gap = d.reserved_at_peak - d.peak_allocated;
+      const double share = static_cast<double>(gap) / static_cast<double>(d.reserved_at_peak);
+      if (share >= o.memory_fragmentation_share_min && gap >= o.memory_fragmentation_bytes_min) {
+        Finding f;
+        f.rule = "memory_fragmentation";
+        f.severity = Severity::kWarning;
+        f.title = dev + ": " + pct(share) + " of the reserved memory was free at the peak";
+        f.evidence = "reserved " + formatBytes(static_cast<uint64_t>(d.reserved_at_peak)) + ", allocated " +
+                     formatBytes(static_cast<uint64_t>(d.peak_allocated)) + ", largest free cached block " +
+                     formatBytes(static_cast<uint64_t>(std::max<int64_t>(d.largest_cached, 0)));
+        f.suggestion = "cached blocks of the wrong sizes: keep shapes fixed from step to step (pad variable lengths), "
+                       "lower NPUSCOPE_NPU_CACHE_LIMIT, or empty the cache between phases (torch.npu.empty_cache())";
+        out->push_back(std::move(f));
+      }
+    }
+    // Growth across steps: allocated at each step's start rising step after step (the first
+    // two steps create optimizer state and are left out).
+    const auto& starts = d.step_start_allocated;
+    if (starts.size() >= static_cast<size_t>(o.memory_leak_steps_min) + 2) {
+      bool rising = true;
+      for (size_t i = 3; i < starts.size() && rising; ++i) rising = starts[i].second > starts[i - 1].second;
+      const int64_t first = starts[2].second, last = starts.back().second;
+      if (rising && last - first >= o.memory_leak_bytes_min) {
+        Finding f;
+        f.rule = "memory_leak";
+        f.severity = Severity::kWarning;
+        f.title = dev + ": allocated memory at the start of a step grew in each of " + std::to_string(starts.size() - 3) +
+                  " steps";
+        f.evidence = "step " + std::to_string(starts[2].first) + " began with " + formatBytes(static_cast<uint64_t>(first)) +
+                     ", step " + std::to_string(starts.back().first) + " with " + formatBytes(static_cast<uint64_t>(last));
+        f.suggestion = "something keeps tensors from step to step: a loss or output kept with its graph (append "
+                       "loss.item(), not loss), a growing list of tensors, a cache; `npuscope memory --step N` lists "
+                       "the live blocks with their allocating ops";
+        for (size_t i = 2; i < starts.size(); ++i) f.steps.push_back(starts[i].first);
+        out->push_back(std::move(f));
+      }
+    }
+  }
+}
 
 // The Cube's ops: matrix multiplies and convolutions.
 bool isCubeOp(std::string_view name) {
@@ -460,6 +542,10 @@ StatusOr<std::vector<Finding>> advise(TraceReader& reader, int64_t run_id, const
   skippedSteps(steps, o, &out);
   lossScale(steps, o, &out);
   memoryCapacity(peaks, o, &out);
+  {
+    ASSIGN_OR_RETURN(std::vector<DeviceMemory> memory, memoryByDevice(reader, run_id));
+    memoryOwners(memory, o, &out);
+  }
   RETURN_IF_ERROR(firstNonFinite(reader, run_id, &out));
   if (!steps.empty()) {
     const StepRow& middle = steps[steps.size() / 2];

@@ -49,29 +49,102 @@ LiveSet liveAtTime(const std::vector<MemoryBlockRecord>& blocks, int device, int
   return s;
 }
 
-SeqPeak sweepPeak(const std::vector<MemoryBlockRecord>& blocks, int device, int64_t from_ns, int64_t to_ns) {
+// Replays the allocations and frees of `device` in event order, calling visit(seq, ts,
+// allocated after it) once per event number; change(category, delta) sees every block's part.
+template <typename Visit, typename Change>
+void replay(const std::vector<MemoryBlockRecord>& blocks, int device, Visit visit, Change change) {
   struct Event {
     int64_t seq, ts, delta;
+    uint8_t category;
   };
   std::vector<Event> events;
   for (const MemoryBlockRecord& b : blocks) {
     if (b.device != device) continue;
-    events.push_back({b.alloc_seq, b.alloc_ns, b.size});
-    if (b.free_seq >= 0) events.push_back({b.free_seq, b.free_ns, -b.size});
+    events.push_back({b.alloc_seq, b.alloc_ns, b.size, b.category});
+    if (b.free_seq >= 0) events.push_back({b.free_seq, b.free_ns, -b.size, b.category});
   }
   // Blocks older than the recording share its first event number: their allocations first.
   std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
     return a.seq != b.seq ? a.seq < b.seq : a.delta > b.delta;
   });
-  SeqPeak peak;
   int64_t total = 0;
   for (size_t i = 0; i < events.size(); ++i) {
     total += events[i].delta;
+    change(events[i].category, events[i].delta);
     if (i + 1 < events.size() && events[i + 1].seq == events[i].seq) continue;  // settle the event first
-    if (events[i].ts < from_ns || events[i].ts > to_ns) continue;
-    if (peak.seq < 0 || total > peak.allocated) peak = {events[i].seq, events[i].ts, total};
+    visit(events[i].seq, events[i].ts, total);
   }
+}
+
+template <typename Visit>
+void replay(const std::vector<MemoryBlockRecord>& blocks, int device, Visit visit) {
+  replay(blocks, device, visit, [](uint8_t, int64_t) {});
+}
+
+SeqPeak sweepPeak(const std::vector<MemoryBlockRecord>& blocks, int device, int64_t from_ns, int64_t to_ns) {
+  SeqPeak peak;
+  replay(blocks, device, [&](int64_t seq, int64_t ts, int64_t total) {
+    if (ts < from_ns || ts > to_ns) return;
+    if (peak.seq < 0 || total > peak.allocated) peak = {seq, ts, total};
+  });
   return peak;
+}
+
+std::vector<StepPeak> stepPeaks(const std::vector<MemoryBlockRecord>& blocks, int device, const std::vector<StepRow>& steps) {
+  std::vector<size_t> order(steps.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return steps[a].start_ns < steps[b].start_ns; });
+  std::vector<SeqPeak> peaks(steps.size());
+  replay(blocks, device, [&](int64_t seq, int64_t ts, int64_t total) {
+    // The step whose window holds ts: the last one starting at or before it.
+    auto it = std::upper_bound(order.begin(), order.end(), ts,
+                               [&](int64_t t, size_t k) { return t < steps[k].start_ns; });
+    if (it == order.begin()) return;
+    const size_t k = *(it - 1);
+    if (ts > steps[k].start_ns + steps[k].dur_ns) return;
+    if (peaks[k].seq < 0 || total > peaks[k].allocated) peaks[k] = {seq, ts, total};
+  });
+  std::vector<StepPeak> out;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    if (peaks[k].seq < 0) continue;
+    StepPeak p;
+    p.step = steps[k].step;
+    p.seq = peaks[k].seq;
+    const LiveSet live = liveAtSeq(blocks, device, p.seq);
+    p.allocated = live.allocated;
+    std::copy(std::begin(live.bytes), std::end(live.bytes), std::begin(p.bytes));
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<CategorySample> categorySeries(const std::vector<MemoryBlockRecord>& blocks, int device, size_t max_points) {
+  int64_t first = INT64_MAX, last = INT64_MIN;
+  for (const MemoryBlockRecord& b : blocks) {
+    if (b.device != device) continue;
+    first = std::min(first, b.alloc_ns);
+    last = std::max(last, b.free_seq >= 0 ? b.free_ns : b.alloc_ns);
+  }
+  std::vector<CategorySample> out;
+  if (first > last) return out;
+  const double bucket = max_points > 0 ? std::max(1.0, static_cast<double>(last - first + 1) / static_cast<double>(max_points)) : 0;
+  int64_t current_bucket = -1;
+  CategorySample now;
+  replay(
+      blocks, device,
+      [&](int64_t, int64_t ts, int64_t total) {
+        now.ts_ns = ts;
+        now.allocated = total;
+        const int64_t k = bucket > 0 ? static_cast<int64_t>(static_cast<double>(ts - first) / bucket) : -2;
+        if (k >= 0 && k == current_bucket && !out.empty()) {
+          if (total > out.back().allocated) out.back() = now;
+          return;
+        }
+        current_bucket = k;
+        out.push_back(now);
+      },
+      [&](uint8_t category, int64_t delta) { now.bytes[category < kMemoryCategoryCount ? category : 0] += delta; });
+  return out;
 }
 
 std::string blockOwnerText(const MemoryBlockRecord& block, TraceReader& reader) {
@@ -144,6 +217,7 @@ StatusOr<std::vector<DeviceMemory>> memoryByDevice(TraceReader& reader, int64_t 
       }
       if (step) d.peak_step = *step;
     }
+    for (const StepRow& s : steps) d.peak_in_step = d.peak_in_step || s.step == d.peak_step;
     d.peak_allocated = d.at_peak.allocated;
     d.peak_op = opText(reader, d.peak_op_id);
     for (const StepRow& s : steps) {

@@ -29,6 +29,7 @@
 #include "npuscope/gui/dumps_view.h"
 #include "npuscope/gui/cluster_view.h"
 #include "npuscope/gui/findings_view.h"
+#include "npuscope/gui/memory_view.h"
 #include "npuscope/gui/gui.h"
 #include "npuscope/gui/models.h"
 #include "npuscope/gui/operators_view.h"
@@ -130,6 +131,12 @@ void MainWindow::buildViews() {
     timeline_->openStep(step);
   });
   connect(perf_, &PerfCompareView::errorOccurred, this, &MainWindow::showError);
+  memory_ = new MemoryView(doc_, this);
+  tabs_->addTab(memory_, tr("Memory"));
+  connect(memory_, &MemoryView::opActivated, this, [this](qint64 op_id) {
+    tabs_->setCurrentWidget(timeline_);
+    if (!timeline_->openOp(op_id)) showError(tr("op #%1 is not in the loaded part of the timeline").arg(op_id));
+  });
   cluster_ = new ClusterView(this);
   tabs_->addTab(cluster_, tr("Cluster"));
   connect(cluster_, &ClusterView::errorOccurred, this, &MainWindow::showError);

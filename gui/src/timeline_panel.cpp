@@ -1,4 +1,7 @@
 #include "npuscope/gui/timeline_panel.h"
+#include "npuscope/gui/memory_view.h"
+
+#include <QTimer>
 
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -163,12 +166,53 @@ void TimelinePanel::connectDocument() {
     if (!search_->text().isEmpty()) search(search_->text());
   });
   view_->setMemoryProvider([this](const TimeWindow& w, size_t n) { return doc_->memory(w, n); });
+  connect(view_, &TimelineView::memoryClicked, this, &TimelinePanel::showLiveMemory);
+}
+
+// Memory by owner on the memory track: read after the first paint (a run's blocks can be many).
+void TimelinePanel::loadMemoryCategories() {
+  view_->setMemoryCategories({});
+  memory_blocks_.clear();
+  if (!doc_->reader() || doc_->currentRun() < 0) return;
+  auto blocks = doc_->reader()->memoryBlocks(doc_->currentRun());
+  if (!blocks.isOk() || blocks->empty()) return;
+  memory_blocks_ = std::move(*blocks);
+  view_->setMemoryCategories(categorySeries(memory_blocks_, memory_blocks_.front().device, 4000));
+}
+
+void TimelinePanel::showLiveMemory(qint64 ts) {
+  if (memory_blocks_.empty()) return;
+  const LiveSet live = liveAtTime(memory_blocks_, memory_blocks_.front().device, ts);
+  QString html = tr("<h3>npu:%1 memory at %2</h3><p>%3 in %4 live blocks: %5</p>")
+                     .arg(live.device)
+                     .arg(formatNs(view_->data() ? ts - view_->data()->beginNs() : ts))
+                     .arg(formatBytes(live.allocated))
+                     .arg(live.blocks.size())
+                     .arg(QString::fromStdString(categorySummary(live)).toHtmlEscaped());
+  html += tr("<table><tr><th align=right>size</th><th>category</th><th align=left>owner / allocating op</th></tr>");
+  const size_t shown = std::min<size_t>(live.blocks.size(), 25);
+  for (size_t i = 0; i < shown; ++i) {
+    const MemoryBlockRecord& b = live.blocks[i];
+    QString owner = QString::fromStdString(blockOwnerText(b, *doc_->reader())).toHtmlEscaped();
+    if (b.owner.empty() && b.op_id >= 0) owner = QString("<a href='op:%1'>%2</a>").arg(b.op_id).arg(owner);
+    html += QString("<tr><td align=right>%1</td><td><span style='color:%2'>■</span> %3</td><td>%4</td></tr>")
+                .arg(formatBytes(b.size), memoryCategoryColor(b.category).name(),
+                     QString::fromLatin1(memoryCategoryName(b.category)), owner);
+  }
+  html += "</table>";
+  if (live.blocks.size() > shown) html += tr("<p>%1 more blocks (npuscope memory --at-op lists all)</p>").arg(live.blocks.size() - shown);
+  details_->setHtml(html);
 }
 
 void TimelinePanel::onRunLoaded(qint64, bool refreshed) {
   view_->setData(doc_->timeline(), refreshed);  // first: the old data is gone
   if (!refreshed) view_->setStepDeviceTimes({});
   view_->setMemoryOverview(doc_->memoryOverview());
+  if (!refreshed) {
+    view_->setMemoryCategories({});
+    memory_blocks_.clear();
+    QTimer::singleShot(0, this, &TimelinePanel::loadMemoryCategories);
+  }
   matches_.clear();
   match_ = -1;
   if (!search_->text().isEmpty()) search(search_->text());

@@ -1,4 +1,5 @@
 #include "npuscope/gui/timeline_view.h"
+#include "npuscope/gui/memory_view.h"
 
 #include <QApplication>
 #include <QHelpEvent>
@@ -131,6 +132,54 @@ const StepDeviceTime* TimelineView::stepDevice(int64_t step) const {
   auto it = std::lower_bound(step_device_.begin(), step_device_.end(), step,
                              [](const StepDeviceTime& s, int64_t v) { return s.step < v; });
   return it != step_device_.end() && it->step == step ? &*it : nullptr;
+}
+
+void TimelineView::setMemoryCategories(std::vector<CategorySample> series) {
+  memory_categories_ = std::move(series);
+  std::stable_sort(memory_categories_.begin(), memory_categories_.end(),
+                   [](const CategorySample& a, const CategorySample& b) { return a.ts_ns < b.ts_ns; });
+  update();
+}
+
+const CategorySample* TimelineView::categorySampleAt(int64_t ts) const {
+  auto it = std::upper_bound(memory_categories_.begin(), memory_categories_.end(), ts,
+                             [](int64_t t, const CategorySample& s) { return t < s.ts_ns; });
+  return it == memory_categories_.begin() ? nullptr : &*(it - 1);
+}
+
+// Stacked areas, one per category in category order (parameters at the bottom), as columns of
+// pixels: each column shows the highest sample in it.
+void TimelineView::paintMemoryCategories(QPainter& p, int y, double h, int64_t peak) {
+  const int x0 = kGutter, x1 = width();
+  const CategorySample* prev = categorySampleAt(viewBegin());
+  auto it = std::upper_bound(memory_categories_.begin(), memory_categories_.end(), viewBegin(),
+                             [](int64_t t, const CategorySample& s) { return t < s.ts_ns; });
+  int x = x0;
+  while (x < x1) {
+    const int64_t t_end = timeAt(x + 1);
+    const CategorySample* best = prev;
+    while (it != memory_categories_.end() && it->ts_ns < t_end) {
+      if (!best || it->allocated > best->allocated) best = &*it;
+      prev = &*it;
+      ++it;
+    }
+    // Runs of pixels with no event keep the last sample: one wide rectangle.
+    int x_next = x + 1;
+    if (best == prev) {
+      const int64_t next_ts = it == memory_categories_.end() ? INT64_MAX : it->ts_ns;
+      while (x_next < x1 && timeAt(x_next + 1) <= next_ts) ++x_next;
+    }
+    if (best && best->allocated > 0) {
+      double bottom = y + 3 + h;
+      for (int c = 0; c < kMemoryCategoryCount; ++c) {
+        if (best->bytes[c] <= 0) continue;
+        const double hh = h * static_cast<double>(best->bytes[c]) / static_cast<double>(peak);
+        p.fillRect(QRectF(x, bottom - hh, x_next - x, hh), memoryCategoryColor(c));
+        bottom -= hh;
+      }
+    }
+    x = x_next;
+  }
 }
 
 void TimelineView::setMemoryOverview(std::vector<MemorySample> samples) {
@@ -747,6 +796,7 @@ void TimelineView::paintMemory(QPainter& p, const Track& t, int y) {
   const auto& samples = detail ? memory_detail_ : memory_overview_;
   int64_t peak = 1;
   for (const auto& s : memory_overview_) peak = std::max(peak, s.reserved);
+  for (const auto& s : memory_categories_) peak = std::max(peak, s.allocated);
   const double h = t.height - 6;
   auto yOf = [&](int64_t v) { return y + 3 + h - h * static_cast<double>(v) / static_cast<double>(peak); };
   // One device per polygon; samples are in time order.
@@ -757,6 +807,8 @@ void TimelineView::paintMemory(QPainter& p, const Track& t, int y) {
   p.save();
   p.setClipRect(QRect(kGutter, std::max(y, tracksTop()), width() - kGutter, t.height));
   p.setRenderHint(QPainter::Antialiasing, false);
+  const bool stacked = !memory_categories_.empty();
+  if (stacked) paintMemoryCategories(p, y, h, peak);
   for (size_t di = 0; di < devices.size(); ++di) {
     QPolygonF alloc, reserved;
     double last_x = -1e9;
@@ -785,9 +837,11 @@ void TimelineView::paintMemory(QPainter& p, const Track& t, int y) {
     alloc << QPointF(width(), alloc.back().y()) << QPointF(width(), y + 3 + h);
     reserved << QPointF(width(), reserved.back().y());
     const QColor c = QColor::fromHsv((205 + static_cast<int>(di) * 90) % 360, 150, 190);
-    p.setPen(Qt::NoPen);
-    p.setBrush(QColor(c.red(), c.green(), c.blue(), 120));
-    p.drawPolygon(alloc);
+    if (!stacked) {  // the categories show allocated bytes already
+      p.setPen(Qt::NoPen);
+      p.setBrush(QColor(c.red(), c.green(), c.blue(), 120));
+      p.drawPolygon(alloc);
+    }
     p.setPen(QPen(c.darker(130), 1));
     p.setBrush(Qt::NoBrush);
     p.drawPolyline(reserved);
@@ -806,7 +860,7 @@ void TimelineView::paintMemory(QPainter& p, const Track& t, int y) {
   p.drawText(QRect(8, y + 2 + kRow, kGutter - 14, kRow), Qt::AlignVCenter | Qt::AlignLeft,
              tr("peak %1 reserved").arg(formatBytes(peak)));
   p.drawText(QRect(8, y + 2 + 2 * kRow, kGutter - 14, kRow), Qt::AlignVCenter | Qt::AlignLeft,
-             tr("area: allocated"));
+             memory_categories_.empty() ? tr("area: allocated") : tr("areas: by owner (hover, click)"));
 }
 
 void TimelineView::paintLossScale(QPainter& p, const Track& t, int y) {
@@ -910,6 +964,11 @@ void TimelineView::mouseReleaseEvent(QMouseEvent* e) {
     return;
   }
   if (e->pos().y() < tracksTop()) return;
+  if (const Track* t = trackAt(e->pos().y());
+      t && t->kind == TrackKind::kMemory && e->pos().x() >= kGutter && !memory_categories_.empty()) {
+    emit memoryClicked(timeAt(e->pos().x()));
+    return;
+  }
   const SliceRef r = sliceAt(e->pos());
   if (!r.valid() && has_range_) clearRange();
   selectSlice(r, false);
@@ -984,6 +1043,22 @@ bool TimelineView::event(QEvent* e) {
                     .arg(100.0 * static_cast<double>(sd->device_busy_ns) / static_cast<double>(st->dur_ns), 0, 'f', 1)
                     .arg(formatNs(std::max<int64_t>(0, st->dur_ns - sd->device_busy_ns)));
       }
+      QToolTip::showText(he->globalPos(), text, this);
+    } else if (const Track* t = trackAt(he->pos().y());
+               t && t->kind == TrackKind::kMemory && he->pos().x() >= kGutter && !memory_categories_.empty()) {
+      const CategorySample* m = categorySampleAt(timeAt(he->pos().x()));
+      if (!m) {
+        QToolTip::hideText();
+        return true;
+      }
+      QString text = tr("<b>npu memory</b> %1 allocated").arg(formatBytes(m->allocated));
+      for (int c = 0; c < kMemoryCategoryCount; ++c) {
+        if (m->bytes[c] <= 0) continue;
+        text += QString("<br><span style='color:%1'>■</span> %2 %3")
+                    .arg(memoryCategoryColor(c).name(), QString::fromLatin1(memoryCategoryName(c)),
+                         formatBytes(m->bytes[c]));
+      }
+      text += tr("<br><i>click: the live tensors then</i>");
       QToolTip::showText(he->globalPos(), text, this);
     } else if (r.valid()) {
       const Slice& s = data_->slice(r);

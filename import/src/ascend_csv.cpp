@@ -232,4 +232,50 @@ Status addKernelTasks(const std::string& file, std::string text, const std::map<
   return Status::ok();
 }
 
+// torch_npu's operator_memory.csv: one row per allocation an op made while profiling (size in
+// KB, allocation and release times in us; an empty release: still live at the end), read as
+// memory blocks (schema 10) owned by the op's name, without a category (the file has none).
+Status addOperatorMemory(const std::string& file, std::string text, TraceModel& model) {
+  CsvReader csv(std::move(text));
+  int64_t line = 0;
+  auto header = csv.next(&line);
+  if (!header) return Status::ok();
+  ASSIGN_OR_RETURN(auto col, csvColumns(file, *header,
+                                        {"Name", "Size(KB)", "Allocation Time(us)", "Release Time(us)", "Device Type"}));
+  const size_t c_name = col["Name"], c_size = col["Size(KB)"], c_alloc = col["Allocation Time(us)"],
+               c_free = col["Release Time(us)"], c_dev = col["Device Type"];
+  const size_t need = std::max({c_name, c_size, c_alloc, c_free, c_dev}) + 1;
+  while (auto row = csv.next(&line)) {
+    if (row->size() < need) {
+      return invalidArgument(file + ": line " + std::to_string(line) + ": " + std::to_string(row->size()) +
+                             " fields (expected " + std::to_string(header->size()) + ")");
+    }
+    const std::string where = file + ": line " + std::to_string(line) + ": ";
+    auto alloc = microsToNs((*row)[c_alloc]);
+    if (!alloc) return invalidArgument(where + "bad Allocation Time(us) '" + (*row)[c_alloc] + "'");
+    std::optional<int64_t> release;
+    if ((*row)[c_free].find_first_not_of(" \t") != std::string::npos) {
+      release = microsToNs((*row)[c_free]);
+      if (!release || *release < *alloc) {
+        return invalidArgument(where + "bad Release Time(us) '" + (*row)[c_free] + "' (expected empty or a time after the allocation)");
+      }
+    }
+    char* end = nullptr;
+    const double kb = std::strtod((*row)[c_size].c_str(), &end);
+    if (end == (*row)[c_size].c_str() || !(kb >= 0) || !(kb * 1024.0 < 9.2e18)) {
+      return invalidArgument(where + "Size(KB) '" + (*row)[c_size] + "' is not a size (expected kilobytes below 9e15)");
+    }
+    MemoryBlockRecord b;
+    b.alloc_ns = *alloc;
+    b.free_ns = release ? *release : -1;
+    b.size = b.requested = static_cast<int64_t>(kb * 1024.0 + 0.5);
+    const std::string& dev = (*row)[c_dev];
+    const size_t colon = dev.find(':');
+    b.device = colon == std::string::npos ? 0 : std::atoi(dev.c_str() + colon + 1);
+    b.owner = (*row)[c_name];
+    model.addMemoryBlock(b);
+  }
+  return Status::ok();
+}
+
 }  // namespace npuscope::import

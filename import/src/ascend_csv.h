@@ -50,4 +50,10 @@ StatusOr<nlohmann::json> parseStepTraceTime(const std::string& file, std::string
 // Returns the number of tasks added.
 int64_t addCommunicationTasks(std::string_view json_text, const nlohmann::json& step_rows, TraceModel& model);
 
+// operator_memory.csv (`csv`, read from `file`): one memory block per row (schema 10), owned by
+// the op's name, sized by Size(KB), from Allocation Time(us) to Release Time(us) (empty: live at
+// the end). A row with a bad time or size is refused ("FILE: line N: bad Release Time(us) 'x'
+// (...)").
+Status addOperatorMemory(const std::string& file, std::string csv, TraceModel& model);
+
 }  // namespace npuscope::import

@@ -524,6 +524,11 @@ Status readAscend(const std::string& path, TraceModel& model, JsonEventStream& s
   int32_t device = 0;
   const std::string memory = join(f.output, "memory_record.csv");
   if (isFile(memory)) RETURN_IF_ERROR(readAscendMemory(memory, model, &device));
+  const std::string op_memory = join(f.output, "operator_memory.csv");
+  if (isFile(op_memory)) {
+    ASSIGN_OR_RETURN(std::string text, readText(op_memory));
+    RETURN_IF_ERROR(addOperatorMemory(op_memory, std::move(text), model));
+  }
   model.setDefaultDevice(device);
   const std::string trace = join(f.output, "trace_view.json");
   const std::string kernels = join(f.output, "kernel_details.csv");

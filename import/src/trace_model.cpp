@@ -2,6 +2,7 @@
 #include "json_text.h"
 
 #include <algorithm>
+#include <map>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -752,6 +753,31 @@ void TraceModel::writeDeviceTasks(TraceWriter& writer, const Nesting& nest, Laun
   std::sort(memory_.begin(), memory_.end(), [](const MemoryRecord& a, const MemoryRecord& b) { return a.ts_ns < b.ts_ns; });
   summary->memory_samples = static_cast<int64_t>(memory_.size());
   if (!memory_.empty()) writer.addMemory(std::vector<MemoryRecord>(memory_));
+  if (!blocks_.empty()) {
+    // Event numbers in time order (allocations before frees at one time stamp), per device.
+    struct Event {
+      int64_t ts;
+      int32_t device;
+      bool free;
+      size_t block;
+    };
+    std::vector<Event> events;
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      events.push_back({blocks_[i].alloc_ns, blocks_[i].device, false, i});
+      if (blocks_[i].free_ns >= 0) events.push_back({blocks_[i].free_ns, blocks_[i].device, true, i});
+    }
+    std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+      return a.ts != b.ts ? a.ts < b.ts : (!a.free && b.free);
+    });
+    std::map<int32_t, int64_t> seq;
+    for (const Event& e : events) {
+      const int64_t n = ++seq[e.device];
+      (e.free ? blocks_[e.block].free_seq : blocks_[e.block].alloc_seq) = n;
+    }
+    summary->memory_blocks = static_cast<int64_t>(blocks_.size());
+    writer.addMemoryBlocks(std::move(blocks_));
+    blocks_.clear();
+  }
 }
 
 // Notes on what was skipped (once per kind), the run's results, the end.
@@ -768,7 +794,8 @@ Status TraceModel::endImportedRun(TraceWriter& writer, RunSummary* summary, int6
                          {"device_tasks", summary->device_tasks},
                          {"linked_device_tasks", summary->linked_tasks},
                          {"steps", summary->steps},
-                         {"memory_samples", summary->memory_samples}};
+                         {"memory_samples", summary->memory_samples},
+                         {"memory_blocks", summary->memory_blocks}};
   results["skipped"] = nlohmann::json::object();
   for (auto& [what, n] : skipped_) results["skipped"][what] = n;
   RETURN_IF_ERROR(writer.flush());

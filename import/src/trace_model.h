@@ -75,6 +75,10 @@ class TraceModel {
   }
   // A torch_npu memory_record.csv sample (bytes; device index).
   void addMemory(const MemoryRecord& m) { memory_.push_back(m); }
+  // A torch_npu operator_memory.csv allocation (alloc_ns, free_ns, size, owner: the op's name);
+  // the pool's event numbers are given when the run is written, in time order.
+  void addMemoryBlock(const MemoryBlockRecord& b) { blocks_.push_back(b); }
+  const std::vector<MemoryBlockRecord>& memoryBlocks() const { return blocks_; }
   // A step known from elsewhere (torch_npu's STEP_TIME); used when no host op is ProfilerStep#N.
   void addStep(int64_t n, int64_t start_ns, int64_t end_ns) { given_steps_.push_back({n, start_ns, end_ns}); }
   // Matched to a device task by classify(); the task takes its type and input shapes. Rows that
@@ -158,6 +162,7 @@ class TraceModel {
   int64_t time_base_ns_ = 0;
   std::deque<Raw> events_;  // no reallocation peaks while it grows
   std::vector<MemoryRecord> memory_;
+  std::vector<MemoryBlockRecord> blocks_;
   struct Step {
     int64_t n, start, end;
   };

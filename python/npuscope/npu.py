@@ -80,6 +80,13 @@ def reset_max_memory_allocated(device=None):
     reset_peak_memory_stats(device)
 
 
+def memory_snapshot(device=None):
+    """The device's live blocks in allocation order, each a dict: address, size (what the pool
+    counts), requested_size, category (docs/memory.md: tagged ones; a recording infers the rest
+    when it writes them) and owner."""
+    return list(_rt.memory_snapshot(_index(device)))
+
+
 def empty_cache():
     for i in range(_rt.device_count()):
         _rt.empty_cache(i)

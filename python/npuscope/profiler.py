@@ -268,6 +268,8 @@ class Profile:
             # A module called outside any known root: it becomes a root; name its tree.
             for sub_name, sub in module.named_modules():
                 self._names.setdefault(id(sub), sub_name)
+            if self._memory:
+                _tag_parameters(module)
             name = self._names.get(id(module), "")
         label = type(module).__name__
         return f"nn.Module: {name} ({label})" if name else f"nn.Module: {label}"
@@ -295,6 +297,16 @@ class Profile:
         # that name resolves to _StepScope, whose outermost exit ends a step. npuscope's own
         # optimizers are such subclasses too.
         torch.autograd.profiler.record_function = _StepScope
+
+
+def _tag_parameters(root):
+    """Memory by owner: a root module's npu parameters are `parameter` blocks, named (amp tags
+    them itself; a parameter inside a combined buffer gives the buffer only its category)."""
+    for name, p in root.named_parameters():
+        if p.device.type != "privateuseone" or _C.npu.memory_tag(p) != "untagged":
+            continue
+        own = p.storage().size() == p.numel()
+        _C.npu.tag_memory(p, "parameter", name if own else "")
 
 
 class _Restore:

@@ -13,6 +13,13 @@ int resolve(int device) {
   return device;
 }
 
+// Blocks collected under the pool's lock, turned into Python objects after it (the GIL is held
+// throughout, so one scratch list serves).
+std::vector<npu::BlockInfo>& snapshotScratch() {
+  static std::vector<npu::BlockInfo> blocks;
+  return blocks;
+}
+
 }  // namespace
 
 void bindDevice(py::module_& root) {
@@ -55,6 +62,47 @@ void bindDevice(py::module_& root) {
         [](const std::string& mode) { npu::set_overflow_mode(valueOrThrow(npu::parse_overflow_mode(mode))); });
   m.def("float_status_tracking", &npu::float_status_tracking);
   m.def("set_float_status_tracking", &npu::set_float_status_tracking);
+  m.def(
+      "tag_memory",
+      [](const at::Tensor& t, const std::string& category, const std::string& owner) {
+        npu::tag_tensor_memory(t, valueOrThrow(parseMemoryCategory(category)), owner);
+      },
+      py::arg("tensor"), py::arg("category"), py::arg("owner") = "",
+      "Tags the npu block holding the tensor's storage with a memory category (docs/memory.md) and an owner.");
+  m.def(
+      "memory_tag",
+      [](const at::Tensor& t) {
+        return std::string(memoryCategoryName(npu::is_npu(t) && t.has_storage() ? npu::memory_tag(t.storage().data())
+                                                                                 : npu::MemoryCategory::kUntagged));
+      },
+      py::arg("tensor"));
+  m.def(
+      "memory_snapshot",
+      [](int d) {
+        py::list out;
+        npu::for_each_live_block(
+            resolve(d),
+            [](const npu::BlockInfo& b, void* arg) {
+              auto* list = static_cast<std::vector<npu::BlockInfo>*>(arg);
+              list->push_back(b);
+            },
+            &snapshotScratch());
+        for (const npu::BlockInfo& b : snapshotScratch()) {
+          py::dict block;
+          block["device"] = b.device;
+          block["address"] = b.address;
+          block["size"] = b.size;
+          block["requested_size"] = b.requested;
+          block["category"] = memoryCategoryName(b.category);
+          block["owner"] = b.owner ? std::string(b.owner) : std::string();
+          out.append(block);
+        }
+        snapshotScratch().clear();
+        return out;
+      },
+      py::arg("device") = -1,
+      "The device's live blocks (allocation order): address, size, requested_size, category (tagged; untagged blocks "
+      "get theirs in a recording), owner.");
   m.def("num_threads", &npu::num_threads);
   m.def("set_num_threads", &npu::set_num_threads);
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "npuscope/analysis/advisor.h"
+#include "npuscope/analysis/memory_breakdown.h"
 #include "npuscope/store/string_table.h"
 #include "npuscope/store/trace_reader.h"
 #include "npuscope/store/trace_writer.h"
@@ -303,6 +304,97 @@ TEST(Advisor, HostBoundByThePredictedTimeline) {
   std::vector<Op> big;
   for (int i = 0; i < 10; ++i) big.push_back({"aten::mm", "", 30000, 1, "float, float", 0, 5000000});
   EXPECT_EQ(find(adviseFile(writeRun("devicebound", big, steadySteps(3))), "host_bound"), nullptr);
+}
+
+}  // namespace
+}  // namespace npuscope
+
+namespace npuscope {
+namespace {
+
+// Memory by owner: fp32 masters and Adam state of 300 MiB each live all run, a 100 MiB
+// activation in step 0, and a 2 MiB block kept from every step (a leak); the pool reserved
+// 2 GiB at the peak. Peak: masters + state + the first kept block + the activation = 702 MiB,
+// of which masters and state are 600 / 702 = 85.5 %; free at the peak: 2048 - 702 = 1346 MiB,
+// 65.7 % of the reserved bytes. Step k begins with 600 + 2 k MiB (its own block comes 100 us in).
+TEST(Advisor, MemoryRulesReadTheBlocksOwners) {
+  const int64_t mib = int64_t{1} << 20, ms = 1000000;
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("npuscope_advisor_owners_" + std::to_string(::getpid()) + ".db")).string();
+  for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(path + s);
+  {
+    auto w = TraceWriter::open(path);
+    ASSERT_TRUE(w.isOk());
+    RunInfo info;
+    info.model = "owners";
+    ASSERT_TRUE((*w)->beginRun(info).isOk());
+    for (int k = 0; k < 8; ++k) {
+      StepRecord s;
+      s.step = k;
+      s.start_ns = k * ms;
+      s.dur_ns = ms;
+      (*w)->addStep(s);
+    }
+    auto block = [](int64_t seq, int64_t ns, int64_t size, MemoryCategory c, int64_t step) {
+      MemoryBlockRecord b;
+      b.alloc_seq = seq;
+      b.alloc_ns = ns;
+      b.size = b.requested = size;
+      b.category = static_cast<uint8_t>(c);
+      b.step = step;
+      return b;
+    };
+    std::vector<MemoryBlockRecord> blocks = {
+        block(1, 0, 300 * mib, MemoryCategory::kMasterWeight, -1),
+        block(2, 0, 300 * mib, MemoryCategory::kOptimizerState, -1),
+        block(3, ms / 10, 2 * mib, MemoryCategory::kOther, 0),
+        block(4, ms / 2, 100 * mib, MemoryCategory::kActivation, 0)};
+    blocks.back().free_seq = 5;
+    blocks.back().free_ns = 9 * ms / 10;
+    for (int k = 1; k < 8; ++k) blocks.push_back(block(5 + k, k * ms + ms / 10, 2 * mib, MemoryCategory::kOther, k));
+    (*w)->addMemoryBlocks(std::move(blocks));
+    MemoryDeviceRecord d;
+    d.start_seq = 0;
+    d.end_seq = 12;
+    d.peak_seq = 4;
+    d.peak_ns = ms / 2;
+    d.peak_allocated = 702 * mib;
+    d.peak_reserved = 2048 * mib;
+    d.largest_cached = 512 * mib;
+    d.capacity = 32768 * mib;
+    (*w)->addMemoryDevice(d);
+    ASSERT_TRUE((*w)->endRun("completed").isOk());
+  }
+  const auto f = adviseFile(path);
+  const Finding* state = find(f, "memory_model_state");
+  ASSERT_NE(state, nullptr);
+  EXPECT_NE(state->title.find("85.5 %"), std::string::npos) << state->title;
+  EXPECT_NE(state->evidence.find("master_weight 300.00 MiB (43%)"), std::string::npos) << state->evidence;
+  EXPECT_EQ(find(f, "memory_activations"), nullptr);  // 100 of 702 MiB
+  const Finding* frag = find(f, "memory_fragmentation");
+  ASSERT_NE(frag, nullptr);
+  EXPECT_NE(frag->title.find("65.7 %"), std::string::npos) << frag->title;
+  EXPECT_NE(frag->evidence.find("largest free cached block 512.00 MiB"), std::string::npos) << frag->evidence;
+  const Finding* leak = find(f, "memory_leak");
+  ASSERT_NE(leak, nullptr);
+  EXPECT_NE(leak->evidence.find("step 2 began with 604.00 MiB, step 7 with 614.00 MiB"), std::string::npos)
+      << leak->evidence;
+
+  // With a lower bar the activation's share shows: 100 / 702 = 14.2 %.
+  AdvisorOptions o;
+  o.memory_activation_share_min = 0.1;
+  const Finding* act = find(adviseFile(path, o), "memory_activations");
+  ASSERT_NE(act, nullptr);
+  EXPECT_NE(act->title.find("14.2 %"), std::string::npos) << act->title;
+  // The live set and the replayed peak agree with the recorder's.
+  auto reader = TraceReader::open(path);
+  ASSERT_TRUE(reader.isOk());
+  auto blocks = (*reader)->memoryBlocks(1);
+  ASSERT_TRUE(blocks.isOk());
+  EXPECT_EQ(blocks->size(), 11u);
+  const LiveSet peak = liveAtSeq(*blocks, 0, 4);
+  EXPECT_EQ(peak.allocated, 702 * mib);
+  EXPECT_EQ(sweepPeak(*blocks, 0, INT64_MIN, INT64_MAX).seq, 4);
 }
 
 }  // namespace

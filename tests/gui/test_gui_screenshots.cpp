@@ -7,6 +7,7 @@
 
 #include <QDir>
 #include <QFile>
+#include <QLabel>
 #include <QProcess>
 #include <QTabWidget>
 #include <QTableView>
@@ -22,6 +23,7 @@
 #include "npuscope/gui/dumps_view.h"
 #include "npuscope/gui/findings_view.h"
 #include "npuscope/gui/main_window.h"
+#include "npuscope/gui/memory_view.h"
 #include "npuscope/gui/models.h"
 #include "npuscope/gui/operators_view.h"
 #include "npuscope/gui/record_dialog.h"
@@ -479,6 +481,53 @@ TEST(Screenshots, RealRecordedRun) {
   save(&w, "real_06_compare");
 }
 
+
+// The Memory tab of a real O2 run of the CLI: the peak by category (fp16 parameters, fp32
+// masters, gradients, Adam's state, the step's activations), the largest tensors, each step's
+// peak; activating a tensor opens its allocating op on the timeline.
+TEST(Screenshots, MemoryTabOfARealO2Run) {
+  npuscope::testing::ensureApp();
+  const std::string db = npuscope::testing::tempPath("real_memory.db");
+  for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(QString::fromStdString(db + suffix));
+  ASSERT_NO_FATAL_FAILURE(runCli({"train", "--dataset", "synthetic", "--model", "cnn", "--steps", "8", "--opt-level",
+                                  "O2", "--optimizer", "adam", "--lr", "1e-3", "--db", QString::fromStdString(db)}));
+  MainWindow w;
+  ASSERT_NO_FATAL_FAILURE(showFile(w, db));
+  w.tabs()->setCurrentWidget(w.memory());
+  MemoryView* m = w.memory();
+  ASSERT_EQ(m->devices().size(), 1u);
+  QStringList categories;
+  for (int r = 0; r < m->categories()->rowCount(); ++r) categories << m->categories()->item(r, 0)->text();
+  for (const char* c : {"parameter", "master_weight", "gradient", "optimizer_state"}) {
+    EXPECT_TRUE(categories.contains(c)) << c << " missing from " << categories.join(", ").toStdString();
+  }
+  EXPECT_GE(m->steps()->rowCount(), 8);  // each step's peak
+  EXPECT_TRUE(m->summary()->text().contains("peak")) << m->summary()->text().toStdString();
+  save(&w, "real_07_memory");
+  // The timeline's memory track stacks the same categories; a click lists the live tensors.
+  w.tabs()->setCurrentWidget(w.timeline());
+  QTest::qWait(50);  // the categories load after the first paint
+  w.timeline()->view()->fitStep(4);
+  const StepRow* step = w.document()->timeline()->stepByIndex(4);
+  ASSERT_NE(step, nullptr);
+  emit w.timeline()->view()->memoryClicked(step->start_ns + step->dur_ns / 2);
+  const QString live = w.timeline()->details()->toPlainText();
+  EXPECT_TRUE(live.contains("live blocks")) << live.toStdString();
+  EXPECT_TRUE(live.contains("master_weight")) << live.toStdString();
+  save(&w, "real_07b_memory_lane");
+  w.tabs()->setCurrentWidget(w.memory());
+  // The largest tensor allocated by an op opens that op on the timeline.
+  int row = -1;
+  for (int r = 0; r < m->tensors()->rowCount() && row < 0; ++r) {
+    if (m->tensors()->item(r, 0)->data(Qt::UserRole).toLongLong() >= 0) row = r;
+  }
+  ASSERT_GE(row, 0);
+  const qint64 op_id = m->tensors()->item(row, 0)->data(Qt::UserRole).toLongLong();
+  emit m->tensors()->cellActivated(row, 0);
+  EXPECT_EQ(w.tabs()->currentWidget(), w.timeline());
+  EXPECT_TRUE(w.timeline()->details()->toHtml().contains(QString::number(op_id)))
+      << "the details show op #" << op_id;
+}
 
 // A real 2-rank job of the CLI (`npuscope train --nproc 2`) in the cluster view: both ranks on one
 // wall-clock axis, every collective of one rank found on the other by (group, seq), one picked.

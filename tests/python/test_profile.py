@@ -223,3 +223,41 @@ def test_module_scopes_of_a_raising_forward_end_with_their_step(tmp_path):
     roots = query(db, """SELECT step, count(*) FROM ops WHERE run_id=? AND name='nn.Module: Sequential'
                          AND depth=0 GROUP BY step""", prof.run_id)
     assert roots == [(0, 1), (1, 1)]
+
+
+def test_memory_by_owner_names_a_plain_scripts_parameters_and_its_adam_state(tmp_path):
+    """No amp: npuscope.profile tags the model's parameters by name; torch.optim.Adam's state
+    (two fp32 buffers per parameter) is inferred from when it was allocated and how long it
+    lived; npu.memory_snapshot() adds up to memory_allocated(). In a process of its own: the
+    device's memory is the process's."""
+    db = str(tmp_path / "mem.db")
+    script = textwrap.dedent(f"""
+        import json, torch, npuscope
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).npu()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        x, y = torch.randn(16, 8, device="npu"), torch.randn(16, 4, device="npu")
+        with npuscope.profile(db={db!r}):
+            for _ in range(4):
+                opt.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                opt.step()
+        snapshot = npuscope.npu.memory_snapshot()
+        print(json.dumps({{"snapshot": snapshot, "allocated": npuscope.npu.memory_allocated(),
+                           "params": {{n: p.numel() for n, p in model.named_parameters()}}}}))
+    """)
+    r = run_python(["-c", script], tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    numel = out["params"]
+    assert sum(b["size"] for b in out["snapshot"]) == out["allocated"]
+    assert {b["owner"] for b in out["snapshot"] if b["category"] == "parameter"} == set(numel)
+
+    owners = dict(query(db, "SELECT owner, requested FROM memory_blocks WHERE category=1 AND free_seq IS NULL"))
+    assert owners == {n: k * 4 for n, k in numel.items()}
+    # Adam's exp_avg and exp_avg_sq: allocated by its first step, after backward, kept to the end.
+    state = query(db, "SELECT requested FROM memory_blocks WHERE category=4 AND free_seq IS NULL")
+    assert sorted(r for (r,) in state) == sorted([k * 4 for k in numel.values()] * 2)
+    # Gradients: allocated in backward, kept past it.
+    grads = query(db, "SELECT requested FROM memory_blocks WHERE category=3 AND free_seq IS NULL")
+    assert sorted(r for (r,) in grads) == sorted(k * 4 for k in numel.values())

@@ -11,6 +11,11 @@
 //   skipped_steps      steps skipped for overflow: how many and the time they cost
 //   loss_scale         the dynamic loss scale collapsing (below 1) or oscillating (many backoffs)
 //   memory_capacity    peak reserved device memory near the device's capacity
+//   memory_model_state  master weights and optimizer state holding a large share of the peak
+//   memory_activations  activations kept for backward holding a large share of the peak
+//   memory_fragmentation  much of the reserved memory free (cached) at the peak
+//   memory_leak         allocated memory at the start of a step growing step after step
+//                      (the four need memory by owner: analysis/memory_breakdown.h)
 //   fp32_cube          under O1/O2, matmuls and convolutions whose inputs are all fp32 (in the
 //                      steps' middle step; needs recorded dtypes)
 //   unfused_optimizer  an Optimizer.step#X.step (PyTorch's mark) running many small ops per step
@@ -52,6 +57,12 @@ struct AdvisorOptions {
   int64_t scale_backoffs_oscillating = 4;  // loss-scale decreases in the run
   double memory_share_warn = 0.90;       // of the device's capacity
   int64_t device_capacity_bytes = int64_t{32} << 30;  // Ascend 910: 32 GiB HBM
+  double memory_state_share_min = 0.5;      // master weights + optimizer state, of the peak
+  double memory_activation_share_min = 0.5;  // of the peak
+  double memory_fragmentation_share_min = 0.3;  // of the reserved bytes at the peak
+  int64_t memory_fragmentation_bytes_min = int64_t{256} << 20;
+  int64_t memory_leak_steps_min = 4;         // steps of growth
+  int64_t memory_leak_bytes_min = int64_t{1} << 20;
   double fp32_cube_share_min = 0.05;     // of the matmul/convolution time of the step
   int64_t unfused_optimizer_ops_min = 20;  // ops under one optimizer step
   double host_bound_idle_min = 0.5;      // device idle share of the step

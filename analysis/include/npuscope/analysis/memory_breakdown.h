@@ -39,6 +39,26 @@ struct SeqPeak {
 };
 SeqPeak sweepPeak(const std::vector<MemoryBlockRecord>& blocks, int device, int64_t from_ns, int64_t to_ns);
 
+// Each step's peak on `device` (steps in the order given; a step without events is left out):
+// one replay of the events, then the live set at each step's peak by category.
+struct StepPeak {
+  int64_t step = 0;
+  int64_t seq = -1;
+  int64_t allocated = 0;
+  int64_t bytes[kMemoryCategoryCount] = {};
+};
+std::vector<StepPeak> stepPeaks(const std::vector<MemoryBlockRecord>& blocks, int device, const std::vector<StepRow>& steps);
+
+// Bytes by category over time on `device`: after each pool event (in event order), thinned to
+// at most about `max_points` samples (the run cut into equal time buckets, each keeping its
+// sample of highest allocated bytes, so peaks survive); 0: every event.
+struct CategorySample {
+  int64_t ts_ns = 0;
+  int64_t allocated = 0;
+  int64_t bytes[kMemoryCategoryCount] = {};
+};
+std::vector<CategorySample> categorySeries(const std::vector<MemoryBlockRecord>& blocks, int device, size_t max_points);
+
 struct DeviceMemory {
   int32_t device = 0;
   int64_t capacity = 0;
@@ -48,6 +68,7 @@ struct DeviceMemory {
   int64_t peak_reserved = 0;        // highest reserved of the run's memory samples
   int64_t largest_cached = -1;      // the largest free cached block at the peak, -1: not known
   int64_t peak_step = -1;
+  bool peak_in_step = false;        // peak_step is one of the run's steps (not after the last, e.g. evaluation)
   int64_t peak_op_id = -1;
   std::string peak_op;              // the op allocating at the peak ("" when none)
   LiveSet at_peak;

@@ -23,6 +23,7 @@ class ClusterView;
 class CompareView;
 class DumpsView;
 class FindingsView;
+class MemoryView;
 class OperatorsView;
 class PerfCompareView;
 class TraceImport;
@@ -61,6 +62,7 @@ class MainWindow : public QMainWindow {
   CompareView* compare() const { return compare_; }
   PerfCompareView* perfCompare() const { return perf_; }
   FindingsView* findings() const { return findings_; }
+  MemoryView* memory() const { return memory_; }
   ClusterView* cluster() const { return cluster_; }
   TraceImport* importer() const { return importer_; }
   // What the last conversion imported (one line a run, then its notes).
@@ -111,6 +113,7 @@ class MainWindow : public QMainWindow {
   CompareView* compare_;
   PerfCompareView* perf_;
   FindingsView* findings_;
+  MemoryView* memory_;
   ClusterView* cluster_;
   // The job of the selected rank's run, for the Cluster tab (read when shown): folder, job.
   QString cluster_dir_, cluster_job_, cluster_loaded_;

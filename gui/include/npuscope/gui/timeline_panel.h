@@ -7,6 +7,8 @@
 #include <QWidget>
 #include <vector>
 
+#include "npuscope/store/records.h"
+
 #include "npuscope/gui/timeline_data.h"
 
 class QHBoxLayout;
@@ -56,6 +58,12 @@ class TimelinePanel : public QWidget {
   void connectView();
   void connectDocument();
   void onRunLoaded(qint64 run_id, bool refreshed);
+  void loadMemoryCategories();
+  // The details pane lists the device memory live at `ts` (a click on the memory track).
+ public:
+  void showLiveMemory(qint64 ts);
+
+ private:
   void showMatch();
 
   TraceDocument* doc_;
@@ -68,6 +76,7 @@ class TimelinePanel : public QWidget {
   OpTableModel* range_model_;
   TableProxy* range_proxy_;
   std::vector<SliceRef> matches_;
+  std::vector<MemoryBlockRecord> memory_blocks_;  // the run's memory by owner, for the memory track
   int match_ = -1;
 };
 

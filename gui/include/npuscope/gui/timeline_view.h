@@ -24,6 +24,7 @@
 #include <functional>
 #include <vector>
 
+#include "npuscope/analysis/memory_breakdown.h"
 #include "npuscope/gui/timeline_data.h"
 
 namespace npuscope::gui {
@@ -40,6 +41,10 @@ class TimelineView : public QWidget {
   // The memory counter track: a whole-run overview, and a provider asked for a finer window
   // after zooming (debounced, never from paintEvent).
   void setMemoryOverview(std::vector<MemorySample> samples);
+  // Memory by owner: bytes by category over time (analysis/memory_breakdown.h) for the memory
+  // track, drawn as stacked areas (hover: bytes per category; click: memoryClicked). Empty: the
+  // track draws allocated bytes alone.
+  void setMemoryCategories(std::vector<CategorySample> series);
   void setMemoryProvider(std::function<std::vector<MemorySample>(const TimeWindow&, size_t)> provider);
   // An imported run's real device busy time per step: drawn as a bar under the step's band
   // (busy / step time) and given in its tooltip. An npu run's steps show their predicted
@@ -98,6 +103,8 @@ class TimelineView : public QWidget {
 
  signals:
   void sliceSelected(npuscope::gui::SliceRef ref);
+  // The memory track was clicked at this time (its live set is wanted).
+  void memoryClicked(qint64 ts_ns);
   void rangeSelected(qint64 begin_ns, qint64 end_ns);
   void rangeCleared();
   void viewChanged();
@@ -169,6 +176,10 @@ class TimelineView : public QWidget {
   const std::vector<SliceRef>* matches_ = nullptr;
 
   std::vector<MemorySample> memory_overview_, memory_detail_;
+  std::vector<CategorySample> memory_categories_;
+  void paintMemoryCategories(QPainter& p, int y, double h, int64_t peak);
+  // The category sample in force at `ts` (nullptr: none).
+  const CategorySample* categorySampleAt(int64_t ts) const;
   std::vector<StepDeviceTime> step_device_;  // by step
   const StepDeviceTime* stepDevice(int64_t step) const;
   TimeWindow memory_detail_window_;
