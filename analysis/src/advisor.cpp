@@ -232,39 +232,36 @@ void memoryOwners(const std::vector<DeviceMemory>& devices, const AdvisorOptions
     if (l.allocated <= 0) continue;
     const std::string dev = "npu:" + std::to_string(d.device);
     const double total = static_cast<double>(l.allocated);
-    const int64_t model_state = bytes(l, MemoryCategory::kMasterWeight) + bytes(l, MemoryCategory::kOptimizerState);
-    if (static_cast<double>(model_state) / total >= o.memory_state_share_min) {
+    // A share of the peak above `min`: one finding, the categories as evidence.
+    auto share = [&](const char* rule, const std::string& what, int64_t held, double min, const std::string& extra,
+                     const char* suggestion) {
+      if (static_cast<double>(held) / total < min) return;
       Finding f;
-      f.rule = "memory_model_state";
+      f.rule = rule;
       f.severity = Severity::kInfo;
-      f.title = dev + ": master weights and optimizer state hold " + pct(static_cast<double>(model_state) / total) +
-                " of the peak";
-      f.evidence = "at the peak (" + formatBytes(static_cast<uint64_t>(l.allocated)) + "): " + categorySummary(l, 4);
-      f.suggestion = "they scale with the parameter count, not the batch: a fused optimizer keeps its state in "
-                     "combined buffers, O1 needs no fp32 masters, and combine_grad keeps gradients in one flat buffer; "
-                     "a larger batch costs little more here";
+      f.title = dev + ": " + what + " hold " + pct(static_cast<double>(held) / total) + " of the peak";
+      f.evidence = "at the peak (" + formatBytes(static_cast<uint64_t>(l.allocated)) + "): " + categorySummary(l, 4) + extra;
+      f.suggestion = suggestion;
       if (d.peak_step >= 0) f.steps.push_back(d.peak_step);
       out->push_back(std::move(f));
-    }
-    const int64_t activations = bytes(l, MemoryCategory::kActivation);
-    if (static_cast<double>(activations) / total >= o.memory_activation_share_min) {
-      Finding f;
-      f.rule = "memory_activations";
-      f.severity = Severity::kInfo;
-      f.title = dev + ": activations kept for backward hold " + pct(static_cast<double>(activations) / total) +
-                " of the peak";
-      f.evidence = "at the peak (" + formatBytes(static_cast<uint64_t>(l.allocated)) + "): " + categorySummary(l, 4);
-      for (const MemoryBlockRecord& b : l.blocks) {
-        if (b.category == static_cast<uint8_t>(MemoryCategory::kActivation)) {
-          f.evidence += "; largest " + formatBytes(static_cast<uint64_t>(b.size)) + " (op_events id " + std::to_string(b.op_id) + ")";
-          break;
-        }
+    };
+    share("memory_model_state", "master weights and optimizer state",
+          bytes(l, MemoryCategory::kMasterWeight) + bytes(l, MemoryCategory::kOptimizerState), o.memory_state_share_min, "",
+          "they scale with the parameter count, not the batch: a fused optimizer keeps its state in combined buffers, O1 "
+          "needs no fp32 masters, and combine_grad keeps gradients in one flat buffer; a larger batch costs little more "
+          "here");
+    std::string largest_activation;
+    for (const MemoryBlockRecord& b : l.blocks) {
+      if (b.category == static_cast<uint8_t>(MemoryCategory::kActivation)) {
+        largest_activation = "; largest " + formatBytes(static_cast<uint64_t>(b.size)) + " (op_events id " +
+                             std::to_string(b.op_id) + ")";
+        break;
       }
-      f.suggestion = "activations grow with the batch: recompute them in backward (activation checkpointing), run "
-                     "fp16 activations (O1/O2), or take a smaller batch with gradient accumulation";
-      if (d.peak_step >= 0) f.steps.push_back(d.peak_step);
-      out->push_back(std::move(f));
     }
+    share("memory_activations", "activations kept for backward", bytes(l, MemoryCategory::kActivation),
+          o.memory_activation_share_min, largest_activation,
+          "activations grow with the batch: recompute them in backward (activation checkpointing), run fp16 activations "
+          "(O1/O2), or take a smaller batch with gradient accumulation");
     if (d.reserved_at_peak > 0) {
       const int64_t gap = d.reserved_at_peak - d.peak_allocated;
       const double share = static_cast<double>(gap) / static_cast<double>(d.reserved_at_peak);

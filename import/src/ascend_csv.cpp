@@ -252,18 +252,18 @@ Status addOperatorMemory(const std::string& file, std::string text, TraceModel& 
     }
     const std::string where = file + ": line " + std::to_string(line) + ": ";
     auto alloc = microsToNs((*row)[c_alloc]);
-    if (!alloc) return invalidArgument(where + "bad Allocation Time(us) '" + (*row)[c_alloc] + "'");
+    if (!alloc) return invalidArgument(where + "bad Allocation Time(us) '" + fieldText((*row)[c_alloc]) + "'");
     std::optional<int64_t> release;
     if ((*row)[c_free].find_first_not_of(" \t") != std::string::npos) {
       release = microsToNs((*row)[c_free]);
       if (!release || *release < *alloc) {
-        return invalidArgument(where + "bad Release Time(us) '" + (*row)[c_free] + "' (expected empty or a time after the allocation)");
+        return invalidArgument(where + "bad Release Time(us) '" + fieldText((*row)[c_free]) + "' (expected empty or a time after the allocation)");
       }
     }
     char* end = nullptr;
     const double kb = std::strtod((*row)[c_size].c_str(), &end);
     if (end == (*row)[c_size].c_str() || !(kb >= 0) || !(kb * 1024.0 < 9.2e18)) {
-      return invalidArgument(where + "Size(KB) '" + (*row)[c_size] + "' is not a size (expected kilobytes below 9e15)");
+      return invalidArgument(where + "Size(KB) '" + fieldText((*row)[c_size]) + "' is not a size (expected kilobytes below 9e15)");
     }
     MemoryBlockRecord b;
     b.alloc_ns = *alloc;

@@ -373,7 +373,7 @@ Status readAscendMemory(const std::string& file, TraceModel& model, int32_t* dev
     }
     if ((*row)[c_comp] != "PTA") continue;
     auto ts = microsToNs((*row)[c_ts]);
-    if (!ts) return invalidArgument(file + ": line " + std::to_string(line) + ": bad Timestamp(us) '" + (*row)[c_ts] + "'");
+    if (!ts) return invalidArgument(file + ": line " + std::to_string(line) + ": bad Timestamp(us) '" + fieldText((*row)[c_ts]) + "'");
     // Megabytes to bytes; nothing (a refusal) from 9.2e18 bytes (2^63) on, which the file's 64-bit
     // integers cannot hold (found by fuzz_npu_folder: 1.7e15 MB overflowed the cast).
     auto mb = [&](const std::string& s) -> std::optional<uint64_t> {
@@ -393,7 +393,7 @@ Status readAscendMemory(const std::string& file, TraceModel& model, int32_t* dev
     if (!allocated || !reserved) {
       const bool a = !allocated;
       return invalidArgument(file + ": line " + std::to_string(line) + ": " +
-                             (a ? "Total Allocated(MB)" : "Total Reserved(MB)") + " '" + (*row)[a ? c_alloc : c_res] +
+                             (a ? "Total Allocated(MB)" : "Total Reserved(MB)") + " '" + fieldText((*row)[a ? c_alloc : c_res]) +
                              "' is out of range (expected megabytes below 8.8e12)");
     }
     m.allocated = *allocated;

@@ -20,6 +20,13 @@ void tracePhase(const char* what) {
                static_cast<double>(resident) * 4096 / 1048576, what);
 }
 
+std::string fieldText(std::string_view field) {
+  std::string out;
+  for (char c : field.substr(0, 40)) out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
+  if (field.size() > 40) out += "...";
+  return out;
+}
+
 std::optional<int64_t> microsToNs(std::string_view t) {
   auto blank = [](char c) { return c == ' ' || c == '\t' || c == '"' || c == '\r' || c == '\n'; };
   while (!t.empty() && blank(t.front())) t.remove_prefix(1);

@@ -14,6 +14,9 @@ namespace npuscope::import {
 // to integer ns, exactly for plain decimals (a double would lose the ns of a Unix-epoch time).
 // Quotes and surrounding blanks are ignored; none when the text is not a number.
 std::optional<int64_t> microsToNs(std::string_view text);
+// A field as an error message quotes it: control characters (a quoted field's line breaks) as
+// '?', at most 40 characters (then "..."), so the message stays one line.
+std::string fieldText(std::string_view field);
 
 // One CSV record: fields split at commas outside double quotes; quotes removed ("" inside a
 // quoted field is one quote, so torch_npu's """32,3""" reads 32,3); a trailing tab or blank of a
