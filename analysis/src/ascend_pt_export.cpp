@@ -336,8 +336,10 @@ Status Writer::writeStepTrace() {
   return writeFile(output_ + "/step_trace_time.csv", s);
 }
 
-// One row per recorded host op of the steps, with its (predicted) device time, and the pool's
-// growth attributed to the innermost op running when it grew (operator_memory.csv).
+// One row per recorded host op of the steps, with its (predicted) device time (operator_details.csv),
+// and operator_memory.csv: with memory by owner (schema 10) one row per device block allocated in
+// the steps, named by its allocating op, with its release time; otherwise the pool's growth
+// attributed to the innermost op running when it grew.
 Status Writer::writeOperators() {
   std::string s =
       "Name,Input Shapes,Call Stack,Host Self Duration(us),Host Total Duration(us),Device Self Duration(us),"
@@ -374,6 +376,25 @@ Status Writer::writeOperators() {
       mem += csvField(owner) + "," + number(static_cast<double>(grew) / 1024.0) + "," + wall(m.ts_ns) + "\t,,,,," +
              number(static_cast<double>(m.allocated) / kMiB) + "," + number(static_cast<double>(m.reserved) / kMiB) + "," +
              number(static_cast<double>(m.allocated) / kMiB) + ",,,,," + device + "\n";
+    }
+  };
+  ASSIGN_OR_RETURN(std::vector<MemoryBlockRecord> blocks, reader_.memoryBlocks(run_.id));
+  std::sort(blocks.begin(), blocks.end(),
+            [](const MemoryBlockRecord& a, const MemoryBlockRecord& b) { return a.alloc_ns < b.alloc_ns; });
+  // The blocks allocated in [begin, end), named by their ops (`ops`: the step's).
+  auto blocksIn = [&](int64_t begin, int64_t end, const std::vector<OpSlice>& ops) {
+    std::unordered_map<int64_t, std::string_view> names;
+    for (const OpSlice& o : ops) names.emplace(o.id, o.name);
+    auto it = std::lower_bound(blocks.begin(), blocks.end(), begin,
+                               [](const MemoryBlockRecord& b, int64_t t) { return b.alloc_ns < t; });
+    for (; it != blocks.end() && it->alloc_ns < end; ++it) {
+      const MemoryBlockRecord& b = *it;
+      auto n = names.find(b.op_id);
+      const std::string owner = n != names.end() ? std::string(n->second) : !b.owner.empty() ? b.owner : "unknown";
+      const std::string released = b.free_ns >= 0 ? wall(b.free_ns) + "\t" : "";
+      const std::string held = b.free_ns >= 0 ? microsText(b.free_ns - b.alloc_ns) + "\t" : "";
+      mem += csvField(owner) + "," + number(static_cast<double>(b.size) / 1024.0) + "," + wall(b.alloc_ns) + "\t," +
+             released + "," + released + "," + held + "," + held + ",,,,,,,,NPU:" + std::to_string(b.device) + "\n";
     }
   };
   for (const StepRow& st : steps_) {
@@ -415,8 +436,12 @@ Status Writer::writeOperators() {
            "," + microsText(host) + "," + microsText(self_dev) + "," + microsText(device_total[i]) + "," + microsText(self_dev) + "," +
            microsText(device_total[i]) + "\n";
     }
-    memoryUntil(st.start_ns, nullptr);  // between steps: no op of a step holds it
-    memoryUntil(st.start_ns + st.dur_ns, &ops);
+    if (!blocks.empty()) {
+      blocksIn(st.start_ns, st.start_ns + st.dur_ns, ops);
+    } else {
+      memoryUntil(st.start_ns, nullptr);  // between steps: no op of a step holds it
+      memoryUntil(st.start_ns + st.dur_ns, &ops);
+    }
   }
   RETURN_IF_ERROR(writeFile(output_ + "/operator_details.csv", s));
   return writeFile(output_ + "/operator_memory.csv", mem);

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -94,6 +95,32 @@ TEST(AscendPtOfARealRun, LaidOutAsTorchNpuWritesItAndImportsBack) {
   const json meta = json::parse(meta_in);
   EXPECT_TRUE(meta.contains("ENV_VARIABLES"));
   EXPECT_NE(meta["npuscope"]["device_rows"].get<std::string>().find("predicted"), std::string::npos);
+
+  // operator_memory.csv: one row per device block allocated in steps 1-3 (memory by owner),
+  // named by the op that allocated it, sized in KB.
+  {
+    auto run = (*reader)->latestRun();
+    ASSERT_TRUE(run.isOk());
+    auto blocks = (*reader)->memoryBlocks(run->id);
+    auto steps = (*reader)->steps(run->id, StepRange{1, 3});
+    ASSERT_TRUE(blocks.isOk() && steps.isOk());
+    std::multiset<std::pair<std::string, int64_t>> want;  // (op name, bytes)
+    for (const MemoryBlockRecord& b : *blocks) {
+      for (const StepRow& st : *steps) {
+        if (b.alloc_ns < st.start_ns || b.alloc_ns >= st.start_ns + st.dur_ns) continue;
+        auto op = (*reader)->opById(b.op_id);
+        want.emplace(op.isOk() ? std::string(op->name) : b.owner.empty() ? "unknown" : b.owner, b.size);
+      }
+    }
+    ASSERT_FALSE(want.empty());
+    std::multiset<std::pair<std::string, int64_t>> got;
+    const std::vector<std::string> om = lines(out + "operator_memory.csv");
+    for (size_t i = 1; i < om.size(); ++i) {
+      const std::vector<std::string> f = split(om[i]);
+      got.emplace(f.at(0), std::llround(std::stod(f.at(1)) * 1024));
+    }
+    EXPECT_EQ(got, want);
+  }
 
   // kernel_details: one row per predicted kernel of steps 1-3, tab-ended start times.
   const std::vector<std::string> kd = lines(out + "kernel_details.csv");
