@@ -383,7 +383,8 @@ TEST(Advisor, MemoryRulesReadTheBlocksOwners) {
   // With a lower bar the activation's share shows: 100 / 702 = 14.2 %.
   AdvisorOptions o;
   o.memory_activation_share_min = 0.1;
-  const Finding* act = find(adviseFile(path, o), "memory_activations");
+  const auto lower_bar = adviseFile(path, o);
+  const Finding* act = find(lower_bar, "memory_activations");
   ASSERT_NE(act, nullptr);
   EXPECT_NE(act->title.find("14.2 %"), std::string::npos) << act->title;
   // The live set and the replayed peak agree with the recorder's.
