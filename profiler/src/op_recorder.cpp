@@ -370,15 +370,17 @@ constexpr int64_t kInOp = 2;            // inside an op
 constexpr int64_t kBackwardOp = 4;      // the op was backward work
 constexpr int64_t kAfterBackward = 8;   // the step had run backward work before
 
+// Per device: read by the allocating threads, written at the session's start and stop (and
+// `rec` under g_peak_mu).
 struct DevicePeak {
-  bool active = false;  // the device saw an event in this session
-  int64_t start_seq = 0;
+  std::atomic<bool> active{false};  // the device saw an event in this session
+  std::atomic<int64_t> start_seq{0};
   MemoryDeviceRecord rec;
 };
 std::mutex g_peak_mu;
 DevicePeak g_devices[npu::kMaxDevices];
 std::atomic<uint64_t> g_peak_allocated[npu::kMaxDevices];
-int64_t g_session_start_ns = 0;
+std::atomic<int64_t> g_session_start_ns{0};
 
 // The category of an untagged block `now` (the current epoch: at a free, or of a snapshot of
 // live blocks). Documented in docs/memory.md.
@@ -399,9 +401,9 @@ MemoryBlockRecord blockRecord(const npu::BlockInfo& b, bool live) {
   r.requested = static_cast<int64_t>(b.requested);
   r.address = b.address;
   const bool seen = (b.words[3] & kSeen) != 0;
-  const int64_t start = g_devices[b.device].start_seq;
+  const int64_t start = g_devices[b.device].start_seq.load(std::memory_order_relaxed);
   r.alloc_seq = seen ? static_cast<int64_t>(b.id) : start;
-  r.alloc_ns = seen ? b.words[0] : g_session_start_ns;
+  r.alloc_ns = seen ? b.words[0] : g_session_start_ns.load(std::memory_order_relaxed);
   r.op_id = seen ? b.words[1] : -1;
   r.step = seen ? b.words[2] : -1;
   r.category = static_cast<uint8_t>(b.category != npu::MemoryCategory::kUntagged ? b.category
@@ -412,12 +414,12 @@ MemoryBlockRecord blockRecord(const npu::BlockInfo& b, bool live) {
 
 void activateDevice(int device) {
   DevicePeak& d = g_devices[device];
-  if (d.active) return;
+  if (d.active.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(g_peak_mu);
-  if (d.active) return;
+  if (d.active.load(std::memory_order_relaxed)) return;
   d.rec = MemoryDeviceRecord();
   d.rec.device = device;
-  d.active = true;
+  d.active.store(true, std::memory_order_release);
 }
 
 void notePeak(int device, uint64_t seq, uint64_t allocated, uint64_t reserved, int64_t op_id) {
@@ -440,7 +442,7 @@ void onBlock(npu::BlockEvent event, const npu::BlockInfo& b, uint64_t seq, uint6
   if (!g_memory.load(std::memory_order_relaxed)) return;
   TraceWriter* w = g_writer.load(std::memory_order_relaxed);
   if (!w || b.device < 0 || b.device >= npu::kMaxDevices || g_baseline.load(std::memory_order_relaxed)) return;
-  if (!g_devices[b.device].active) activateDevice(b.device);
+  activateDevice(b.device);
   ThreadState& ts = threadState();
   const bool keep = g_keep.load(std::memory_order_relaxed);
   if (event == npu::BlockEvent::kAlloc) {
@@ -492,16 +494,15 @@ void onOom(int device, uint64_t requested, uint64_t seq, const std::string& mess
 // At the session's start: the devices' event numbers (blocks allocated before count from
 // there) and peaks from zero.
 void startMemory() {
-  g_session_start_ns = nowNs();
+  g_session_start_ns.store(nowNs());
   g_phase_backward.store(false);
   g_after_backward.store(false);
   for (int d = 0; d < npu::kMaxDevices; ++d) {
-    g_devices[d] = DevicePeak();
+    g_devices[d].active.store(false);
     g_peak_allocated[d].store(0);
     const uint64_t seq = npu::memory_event_seq(d);
-    if (seq == 0) continue;  // never used: activated by its first event
-    g_devices[d].start_seq = static_cast<int64_t>(seq);
-    activateDevice(d);
+    g_devices[d].start_seq.store(static_cast<int64_t>(seq));
+    if (seq != 0) activateDevice(d);  // a device never used is activated by its first event
   }
   npu::set_block_classifier(&classifyLive);
   npu::set_oom_observer(&onOom);
@@ -521,7 +522,7 @@ void stopMemory(TraceWriter* w) {
   npu::set_oom_observer(nullptr);
   npu::set_block_classifier(nullptr);
   for (int d = 0; d < npu::kMaxDevices; ++d) {
-    if (!g_devices[d].active) continue;
+    if (!g_devices[d].active.load()) continue;
     std::vector<MemoryBlockRecord> live;
     LiveBlocks arg{&live};
     npu::for_each_live_block(d, &collectLive, &arg);
@@ -532,11 +533,11 @@ void stopMemory(TraceWriter* w) {
       r = g_devices[d].rec;
     }
     r.device = d;
-    r.start_seq = g_devices[d].start_seq;
+    r.start_seq = g_devices[d].start_seq.load();
     r.end_seq = static_cast<int64_t>(npu::memory_event_seq(d));
     r.capacity = static_cast<int64_t>(npu::memory_stats(d).capacity);
     w->addMemoryDevice(r);
-    g_devices[d].active = false;
+    g_devices[d].active.store(false);
   }
 }
 
