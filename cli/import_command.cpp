@@ -92,6 +92,10 @@ int runImport(const ImportOptions& o) {
       std::printf("  %lld operator allocations (memory by owner: npuscope memory %s)\n",
                   static_cast<long long>(r.memory_blocks), db.c_str());
     }
+    if (r.memory_components > 0) {
+      std::printf("  %lld samples of device memory by component (npu_module_mem)\n",
+                  static_cast<long long>(r.memory_components));
+    }
     for (const std::string& n : r.notes) std::printf("import: %s\n", n.c_str());
   }
   if (!summary->warning.empty()) std::fprintf(stderr, "npuscope: warning: %s\n", summary->warning.c_str());

@@ -73,6 +73,7 @@ Status runMemory(const MemoryArgs& a) {
   RETURN_IF_ERROR(r.beginSnapshot());
   ASSIGN_OR_RETURN(RunRow run, pickRun(r, a.run));
   std::vector<LiveSet> sets;
+  std::vector<DeviceComponents> components;  // imported npu_module_mem, shown after the blocks
   std::string when;
   if (a.at_op) {
     auto op = r.opById(*a.at_op);
@@ -89,6 +90,16 @@ Status runMemory(const MemoryArgs& a) {
            std::to_string(op->step) + ")";
   } else {
     ASSIGN_OR_RETURN(std::vector<DeviceMemory> mem, memoryByDevice(r, run.id, a.step));
+    ASSIGN_OR_RETURN(std::vector<MemoryComponentRecord> rows, r.memoryComponents(run.id));
+    components = componentPeaks(rows);
+    if (mem.empty() && !components.empty() && !a.step && !a.csv) {
+      std::printf("%s, run %lld: no memory blocks; device memory by component (npu_module_mem):\n", a.file.c_str(),
+                  static_cast<long long>(run.id));
+      for (const DeviceComponents& d : components) {
+        if (a.device < 0 || d.device == a.device) printComponentPeaks(d, "  ");
+      }
+      return Status::ok();
+    }
     if (mem.empty()) {
       if (a.step) return notFound(a.file + ": run " + std::to_string(run.id) + " has no memory blocks in step " + std::to_string(*a.step));
       return notFound(a.file + ": run " + std::to_string(run.id) + " has no memory blocks (record with memory on)");
@@ -124,6 +135,10 @@ Status runMemory(const MemoryArgs& a) {
     printCategories(s, "  ");
     std::printf("\n");
     printBlocks(s, r, a.top, "  ");
+  }
+  if (!components.empty() && !a.step) std::printf("\nDevice memory by component (npu_module_mem):\n");
+  for (const DeviceComponents& d : components) {
+    if (!a.step && (a.device < 0 || d.device == a.device)) printComponentPeaks(d, "  ");
   }
   return Status::ok();
 }
@@ -173,6 +188,28 @@ nlohmann::json memoryJson(const DeviceMemory& d, TraceReader& r, int64_t top) {
     oj["requested"] = o.record.requested;
     oj["message"] = o.record.message;
     j["out_of_memory"].push_back(oj);
+  }
+  return j;
+}
+
+void printComponentPeaks(const DeviceComponents& d, const char* indent) {
+  std::printf("%snpu:%d  %s reserved by the device software at its highest\n", indent, d.device, bytesText(d.total_peak).c_str());
+  std::printf("%s  %-12s %12s %12s\n", indent, "component", "then", "own peak");
+  for (const ComponentPeak& c : d.components) {
+    std::printf("%s  %-12s %12s %12s\n", indent, c.component.c_str(), bytesText(c.at_total_peak).c_str(),
+                bytesText(c.peak).c_str());
+  }
+}
+
+nlohmann::json componentsJson(const DeviceComponents& d) {
+  nlohmann::json j;
+  j["device"] = "npu:" + std::to_string(d.device);
+  j["total_peak"] = d.total_peak;
+  j["total_peak_ns"] = d.total_peak_ns;
+  j["components"] = nlohmann::json::array();
+  for (const ComponentPeak& c : d.components) {
+    j["components"].push_back(
+        {{"component", c.component}, {"at_total_peak", c.at_total_peak}, {"peak", c.peak}, {"peak_ns", c.peak_ns}});
   }
   return j;
 }

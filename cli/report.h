@@ -10,6 +10,7 @@
 
 namespace npuscope {
 struct DeviceMemory;
+struct DeviceComponents;
 class TraceReader;
 }  // namespace npuscope
 
@@ -31,6 +32,10 @@ int runReport(const ReportOptions& options);
 // the `top` largest live tensors, fragmentation, refused allocations; and the same as JSON.
 void printMemoryBreakdown(const DeviceMemory& d, TraceReader& reader, int64_t top);
 nlohmann::json memoryJson(const DeviceMemory& d, TraceReader& reader, int64_t top);
+// Device memory by component of the device software (an imported npu_module_mem.csv): each
+// component's reservation when the total was highest and its own peak; and the same as JSON.
+void printComponentPeaks(const DeviceComponents& d, const char* indent);
+nlohmann::json componentsJson(const DeviceComponents& d);
 
 // `npuscope report --cluster`: the ranks of one job (analysis/cluster.h), as text or JSON.
 int runClusterReport(const std::vector<std::string>& paths, const std::string& job, double threshold, bool json);

@@ -187,6 +187,7 @@ struct ReportData {
   std::vector<OverflowEventRow> overflows;
   std::vector<MemoryPeak> peaks;
   std::vector<DeviceMemory> memory;  // by owner (schema 10), empty when not recorded
+  std::vector<DeviceComponents> components;  // by CANN component (schema 11), imported runs only
   std::vector<std::string> damage;
 };
 
@@ -199,6 +200,8 @@ Status readReportData(TraceReader& r, ReportData* d) {
   ASSIGN_OR_RETURN(d->overflows, r.overflowEvents(id));
   ASSIGN_OR_RETURN(d->peaks, r.memoryPeaks(id));
   ASSIGN_OR_RETURN(d->memory, memoryByDevice(r, id));
+  ASSIGN_OR_RETURN(std::vector<MemoryComponentRecord> components, r.memoryComponents(id));
+  d->components = componentPeaks(components);
   ASSIGN_OR_RETURN(d->tasks, r.deviceTaskAggregates(id));
   d->summary = summarizeSteps(steps, device);
   if (!d->run.imported()) {
@@ -290,6 +293,8 @@ void printReportJson(const ReportOptions& o, const ReportData& d, TraceReader& r
   }
   j["memory"] = nlohmann::json::array();
   for (const DeviceMemory& m : d.memory) j["memory"].push_back(memoryJson(m, r, 10));
+  j["memory_components"] = nlohmann::json::array();
+  for (const DeviceComponents& c : d.components) j["memory_components"].push_back(componentsJson(c));
   j["damage"] = d.damage;  // what reading found damaged in the file (also warned on stderr)
   std::cout << j.dump(2) << "\n";
 }
@@ -329,6 +334,8 @@ void printReportText(const ReportOptions& o, OpSortKey sort, const ReportData& d
   }
   if (!d.memory.empty()) std::printf("\nMemory by owner (npuscope memory FILE lists any moment):\n");
   for (const DeviceMemory& m : d.memory) printMemoryBreakdown(m, r, 5);
+  if (!d.components.empty()) std::printf("\nDevice memory by component (npu_module_mem):\n");
+  for (const DeviceComponents& c : d.components) printComponentPeaks(c, "  ");
 }
 
 int runReport(const ReportOptions& o) {

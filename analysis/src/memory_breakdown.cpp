@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <map>
 
 #include "npuscope/store/format.h"
 
@@ -147,6 +148,69 @@ std::vector<CategorySample> categorySeries(const std::vector<MemoryBlockRecord>&
   return out;
 }
 
+std::vector<int64_t> allocatedAtTimes(const std::vector<MemoryBlockRecord>& blocks, int device,
+                                      const std::vector<int64_t>& times) {
+  // (time, bytes) of every allocation and free, each sorted by time, with running sums.
+  std::vector<std::pair<int64_t, int64_t>> allocs, frees;
+  for (const MemoryBlockRecord& b : blocks) {
+    if (b.device != device) continue;
+    allocs.emplace_back(b.alloc_ns, b.size);
+    if (b.free_seq >= 0) frees.emplace_back(b.free_ns, b.size);
+  }
+  auto prefix = [](std::vector<std::pair<int64_t, int64_t>>& v) {
+    std::sort(v.begin(), v.end());
+    for (size_t i = 1; i < v.size(); ++i) v[i].second += v[i - 1].second;
+  };
+  prefix(allocs);
+  prefix(frees);
+  // The running sum of the entries at or before t.
+  auto upTo = [](const std::vector<std::pair<int64_t, int64_t>>& v, int64_t t) -> int64_t {
+    auto it = std::upper_bound(v.begin(), v.end(), t, [](int64_t x, const std::pair<int64_t, int64_t>& e) { return x < e.first; });
+    return it == v.begin() ? 0 : (it - 1)->second;
+  };
+  std::vector<int64_t> out;
+  out.reserve(times.size());
+  for (int64_t t : times) out.push_back(upTo(allocs, t) - upTo(frees, t));
+  return out;
+}
+
+std::vector<DeviceComponents> componentPeaks(const std::vector<MemoryComponentRecord>& rows) {
+  std::map<int32_t, std::vector<const MemoryComponentRecord*>> by_device;
+  for (const MemoryComponentRecord& r : rows) by_device[r.device].push_back(&r);
+  std::vector<DeviceComponents> out;
+  for (auto& [device, list] : by_device) {
+    std::stable_sort(list.begin(), list.end(),
+                     [](const MemoryComponentRecord* a, const MemoryComponentRecord* b) { return a->ts_ns < b->ts_ns; });
+    DeviceComponents d;
+    d.device = device;
+    std::map<std::string, ComponentPeak> peaks;
+    std::map<std::string, int64_t> now;  // each component's latest reservation
+    int64_t total = 0;
+    bool any = false;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const MemoryComponentRecord& r = *list[i];
+      int64_t& current = now[r.component];
+      total += r.reserved - current;
+      current = r.reserved;
+      ComponentPeak& p = peaks[r.component];
+      p.component = r.component;
+      if (r.reserved > p.peak) p.peak = r.reserved, p.peak_ns = r.ts_ns;
+      if (i + 1 < list.size() && list[i + 1]->ts_ns == r.ts_ns) continue;  // the moment's other samples first
+      if (!any || total > d.total_peak) {
+        any = true;
+        d.total_peak = total;
+        d.total_peak_ns = r.ts_ns;
+        for (auto& [name, bytes] : now) peaks[name].at_total_peak = bytes;
+      }
+    }
+    for (auto& [name, p] : peaks) d.components.push_back(p);
+    std::stable_sort(d.components.begin(), d.components.end(),
+                     [](const ComponentPeak& a, const ComponentPeak& b) { return a.peak > b.peak; });
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
 std::string blockOwnerText(const MemoryBlockRecord& block, TraceReader& reader) {
   if (!block.owner.empty()) return block.owner;
   std::string op = opText(reader, block.op_id);
@@ -220,9 +284,10 @@ StatusOr<std::vector<DeviceMemory>> memoryByDevice(TraceReader& reader, int64_t 
     for (const StepRow& s : steps) d.peak_in_step = d.peak_in_step || s.step == d.peak_step;
     d.peak_allocated = d.at_peak.allocated;
     d.peak_op = opText(reader, d.peak_op_id);
-    for (const StepRow& s : steps) {
-      d.step_start_allocated.emplace_back(s.step, liveAtTime(blocks, device, s.start_ns).allocated);
-    }
+    std::vector<int64_t> starts;
+    for (const StepRow& s : steps) starts.push_back(s.start_ns);
+    const std::vector<int64_t> at_start = allocatedAtTimes(blocks, device, starts);
+    for (size_t k = 0; k < steps.size(); ++k) d.step_start_allocated.emplace_back(steps[k].step, at_start[k]);
     for (const MemoryOomRecord& o : ooms) {
       if (o.device != device) continue;
       DeviceMemory::Oom oom;

@@ -26,7 +26,48 @@ StatusOr<std::map<std::string, size_t>> csvColumns(const std::string& file, cons
   return col;
 }
 
+std::string csvWhere(const std::string& file, int64_t line) {
+  return file + ": line " + std::to_string(line) + ": ";
+}
+
+Status forEachCsvRow(const std::string& file, std::string text, std::initializer_list<const char*> needed,
+                     const CsvRowFn& fn) {
+  CsvReader csv(std::move(text));
+  int64_t line = 0;
+  auto header = csv.next(&line);
+  if (!header) return Status::ok();
+  ASSIGN_OR_RETURN(auto col, csvColumns(file, *header, needed));
+  std::vector<size_t> cols;
+  for (const char* n : needed) cols.push_back(col[n]);
+  const size_t need = cols.empty() ? 0 : *std::max_element(cols.begin(), cols.end()) + 1;
+  while (auto row = csv.next(&line)) {
+    if (row->size() < need) {
+      return invalidArgument(csvWhere(file, line) + std::to_string(row->size()) + " fields (expected " +
+                             std::to_string(header->size()) + ")");
+    }
+    RETURN_IF_ERROR(fn(*row, cols, line));
+  }
+  return Status::ok();
+}
+
 namespace {
+
+// "NPU:3" (torch_npu's Device Type / Device) as 3; 0 without a colon.
+int32_t deviceOf(const std::string& text) {
+  const size_t colon = text.find(':');
+  return colon == std::string::npos ? 0 : std::atoi(text.c_str() + colon + 1);
+}
+
+// Megabytes written as text to bytes: 0 for an empty, non-numeric or negative field (none, as
+// torch_npu leaves it); nothing from 9.2e18 bytes (2^63) on, which a 64-bit integer cannot hold
+// (found by fuzz_npu_folder: 1.7e15 MB overflowed the cast).
+std::optional<uint64_t> megabytes(const std::string& s) {
+  const double v = std::strtod(s.c_str(), nullptr);
+  if (std::isnan(v) || v <= 0) return uint64_t{0};
+  const double bytes = v * 1024.0 * 1024.0;
+  if (!(bytes < 9.2e18)) return std::nullopt;  // also infinity
+  return static_cast<uint64_t>(bytes + 0.5);
+}
 
 // One "{op}@{group}" entry of communication.json: its group and the largest Transit Size(MB) of
 // its links.
@@ -236,44 +277,86 @@ Status addKernelTasks(const std::string& file, std::string text, const std::map<
 // KB, allocation and release times in us; an empty release: still live at the end), read as
 // memory blocks (schema 10) owned by the op's name, without a category (the file has none).
 Status addOperatorMemory(const std::string& file, std::string text, TraceModel& model) {
-  CsvReader csv(std::move(text));
-  int64_t line = 0;
-  auto header = csv.next(&line);
-  if (!header) return Status::ok();
-  ASSIGN_OR_RETURN(auto col, csvColumns(file, *header,
-                                        {"Name", "Size(KB)", "Allocation Time(us)", "Release Time(us)", "Device Type"}));
-  const size_t c_name = col["Name"], c_size = col["Size(KB)"], c_alloc = col["Allocation Time(us)"],
-               c_free = col["Release Time(us)"], c_dev = col["Device Type"];
-  const size_t need = std::max({c_name, c_size, c_alloc, c_free, c_dev}) + 1;
-  while (auto row = csv.next(&line)) {
-    if (row->size() < need) {
-      return invalidArgument(file + ": line " + std::to_string(line) + ": " + std::to_string(row->size()) +
-                             " fields (expected " + std::to_string(header->size()) + ")");
-    }
-    const std::string where = file + ": line " + std::to_string(line) + ": ";
-    auto alloc = microsToNs((*row)[c_alloc]);
-    if (!alloc) return invalidArgument(where + "bad Allocation Time(us) '" + fieldText((*row)[c_alloc]) + "'");
-    std::optional<int64_t> release;
-    if ((*row)[c_free].find_first_not_of(" \t") != std::string::npos) {
-      release = microsToNs((*row)[c_free]);
-      if (!release || *release < *alloc) {
-        return invalidArgument(where + "bad Release Time(us) '" + fieldText((*row)[c_free]) + "' (expected empty or a time after the allocation)");
-      }
-    }
-    char* end = nullptr;
-    const double kb = std::strtod((*row)[c_size].c_str(), &end);
-    if (end == (*row)[c_size].c_str() || !(kb >= 0) || !(kb * 1024.0 < 9.2e18)) {
-      return invalidArgument(where + "Size(KB) '" + fieldText((*row)[c_size]) + "' is not a size (expected kilobytes below 9e15)");
-    }
-    MemoryBlockRecord b;
-    b.alloc_ns = *alloc;
-    b.free_ns = release ? *release : -1;
-    b.size = b.requested = static_cast<int64_t>(kb * 1024.0 + 0.5);
-    const std::string& dev = (*row)[c_dev];
-    const size_t colon = dev.find(':');
-    b.device = colon == std::string::npos ? 0 : std::atoi(dev.c_str() + colon + 1);
-    b.owner = (*row)[c_name];
-    model.addMemoryBlock(b);
+  return forEachCsvRow(
+      file, std::move(text), {"Name", "Size(KB)", "Allocation Time(us)", "Release Time(us)", "Device Type"},
+      [&](const std::vector<std::string>& row, const std::vector<size_t>& c, int64_t line) -> Status {
+        const std::string &name = row[c[0]], &size = row[c[1]], &alloc_text = row[c[2]], &free_text = row[c[3]];
+        auto alloc = microsToNs(alloc_text);
+        if (!alloc) return invalidArgument(csvWhere(file, line) + "bad Allocation Time(us) '" + fieldText(alloc_text) + "'");
+        std::optional<int64_t> release;
+        if (free_text.find_first_not_of(" \t") != std::string::npos) {
+          release = microsToNs(free_text);
+          if (!release || *release < *alloc) {
+            return invalidArgument(csvWhere(file, line) + "bad Release Time(us) '" + fieldText(free_text) +
+                                   "' (expected empty or a time after the allocation)");
+          }
+        }
+        char* end = nullptr;
+        const double kb = std::strtod(size.c_str(), &end);
+        if (end == size.c_str() || !(kb >= 0) || !(kb * 1024.0 < 9.2e18)) {
+          return invalidArgument(csvWhere(file, line) + "Size(KB) '" + fieldText(size) +
+                                 "' is not a size (expected kilobytes below 9e15)");
+        }
+        MemoryBlockRecord b;
+        b.alloc_ns = *alloc;
+        b.free_ns = release ? *release : -1;
+        b.size = b.requested = static_cast<int64_t>(kb * 1024.0 + 0.5);
+        b.device = deviceOf(row[c[4]]);
+        b.owner = name;
+        model.addMemoryBlock(b);
+        return Status::ok();
+      });
+}
+
+Status addMemoryRecord(const std::string& file, std::string text, TraceModel& model, int32_t* device) {
+  return forEachCsvRow(
+      file, std::move(text), {"Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)", "Device Type"},
+      [&](const std::vector<std::string>& row, const std::vector<size_t>& c, int64_t line) -> Status {
+        if (row[c[0]] != "PTA") return Status::ok();
+        auto ts = microsToNs(row[c[1]]);
+        if (!ts) return invalidArgument(csvWhere(file, line) + "bad Timestamp(us) '" + fieldText(row[c[1]]) + "'");
+        const auto allocated = megabytes(row[c[2]]), reserved = megabytes(row[c[3]]);
+        if (!allocated || !reserved) {
+          const bool a = !allocated;
+          return invalidArgument(csvWhere(file, line) + (a ? "Total Allocated(MB)" : "Total Reserved(MB)") + " '" +
+                                 fieldText(row[c[a ? 2 : 3]]) + "' is out of range (expected megabytes below 8.8e12)");
+        }
+        MemoryRecord m;
+        m.ts_ns = *ts;
+        m.device = *device = deviceOf(row[c[4]]);
+        m.allocated = *allocated;
+        m.reserved = *reserved;
+        model.addMemory(m);
+        return Status::ok();
+      });
+}
+
+Status addModuleMemory(const std::string& file, std::string text, TraceModel& model) {
+  std::vector<MemoryComponentRecord> rows;
+  std::map<std::pair<int32_t, std::string>, bool> reserved_any;  // (device, component) -> ever above 0
+  RETURN_IF_ERROR(forEachCsvRow(
+      file, std::move(text), {"Component", "Timestamp(us)", "Total Reserved(MB)", "Device"},
+      [&](const std::vector<std::string>& row, const std::vector<size_t>& c, int64_t line) -> Status {
+        const std::string& mb_text = row[c[2]];
+        if (mb_text.find_first_not_of(" \t") == std::string::npos) return Status::ok();  // none reserved
+        auto ts = microsToNs(row[c[1]]);
+        if (!ts) return invalidArgument(csvWhere(file, line) + "bad Timestamp(us) '" + fieldText(row[c[1]]) + "'");
+        const auto bytes = megabytes(mb_text);
+        if (!bytes) {
+          return invalidArgument(csvWhere(file, line) + "Total Reserved(MB) '" + fieldText(mb_text) +
+                                 "' is out of range (expected megabytes below 8.8e12)");
+        }
+        MemoryComponentRecord r;
+        r.device = deviceOf(row[c[3]]);
+        r.component = row[c[0]];
+        r.ts_ns = *ts;
+        r.reserved = static_cast<int64_t>(*bytes);
+        reserved_any[{r.device, r.component}] |= r.reserved > 0;
+        rows.push_back(std::move(r));
+        return Status::ok();
+      }));
+  for (MemoryComponentRecord& r : rows) {
+    if (reserved_any[{r.device, r.component}]) model.addMemoryComponent(std::move(r));
   }
   return Status::ok();
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,16 @@ namespace npuscope::import {
 // Column name -> index of a CSV header; an error naming `file` and the first missing column.
 StatusOr<std::map<std::string, size_t>> csvColumns(const std::string& file, const std::vector<std::string>& header,
                                                    std::initializer_list<const char*> needed);
+
+// The rows of a CSV (`text`, read from `file`) with the columns `needed`: fn(row, cols, line)
+// for each record, cols holding the needed columns' indexes in the order asked; a record with
+// fewer fields than the last of them is refused ("FILE: line N: 3 fields (expected 6)"), as is
+// a header without one of them. An empty text has no rows. The first error fn returns ends it.
+using CsvRowFn = std::function<Status(const std::vector<std::string>& row, const std::vector<size_t>& cols, int64_t line)>;
+Status forEachCsvRow(const std::string& file, std::string text, std::initializer_list<const char*> needed,
+                     const CsvRowFn& fn);
+// "FILE: line N: what", the start of a row's error.
+std::string csvWhere(const std::string& file, int64_t line);
 
 // A collective of communication.json ("{op}@{group}" keys per step, p2p and collective).
 struct CollectiveInfo {
@@ -55,5 +66,16 @@ int64_t addCommunicationTasks(std::string_view json_text, const nlohmann::json& 
 // the end). A row with a bad time or size is refused ("FILE: line N: bad Release Time(us) 'x'
 // (...)").
 Status addOperatorMemory(const std::string& file, std::string csv, TraceModel& model);
+
+// memory_record.csv: the PyTorch allocator's samples (Component PTA; allocated and reserved MB)
+// as the run's memory samples; `device` becomes the device of the last. Other components' rows
+// are skipped. A bad time stamp or a size beyond 8.8e12 MB is refused.
+Status addMemoryRecord(const std::string& file, std::string csv, TraceModel& model, int32_t* device);
+
+// npu_module_mem.csv: the memory each component of the device software reserved over time (APP,
+// HCCL, RUNTIME, GE, SLOG ...; Total Reserved(MB)), as memory components (schema 11). Rows with
+// an empty reservation are skipped, and so are the samples of a component that never reserved
+// anything (most of the seventy-odd the file lists). A bad time stamp or size is refused.
+Status addModuleMemory(const std::string& file, std::string csv, TraceModel& model);
 
 }  // namespace npuscope::import

@@ -353,56 +353,6 @@ void applyKinetoMetadata(const std::string& json, TraceModel& model) {
   model.setMetadata(jsonText(nlohmann::json{{"source", kept}}));
 }
 
-// A CSV header's columns by name; one line naming the file and the first needed column missing.
-// torch_npu's memory_record.csv: the PyTorch allocator's rows (Component PTA), in bytes.
-Status readAscendMemory(const std::string& file, TraceModel& model, int32_t* device) {
-  ASSIGN_OR_RETURN(std::string text, readText(file));
-  CsvReader csv(std::move(text));
-  int64_t line = 0;
-  auto header = csv.next(&line);
-  if (!header) return Status::ok();
-  ASSIGN_OR_RETURN(auto col, csvColumns(file, *header,
-                                        {"Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)", "Device Type"}));
-  const size_t c_comp = col["Component"], c_ts = col["Timestamp(us)"], c_alloc = col["Total Allocated(MB)"],
-               c_res = col["Total Reserved(MB)"], c_dev = col["Device Type"];
-  const size_t need = std::max({c_comp, c_ts, c_alloc, c_res, c_dev}) + 1;
-  while (auto row = csv.next(&line)) {
-    if (row->size() < need) {
-      return invalidArgument(file + ": line " + std::to_string(line) + ": " + std::to_string(row->size()) +
-                             " fields (expected " + std::to_string(header->size()) + ")");
-    }
-    if ((*row)[c_comp] != "PTA") continue;
-    auto ts = microsToNs((*row)[c_ts]);
-    if (!ts) return invalidArgument(file + ": line " + std::to_string(line) + ": bad Timestamp(us) '" + fieldText((*row)[c_ts]) + "'");
-    // Megabytes to bytes; nothing (a refusal) from 9.2e18 bytes (2^63) on, which the file's 64-bit
-    // integers cannot hold (found by fuzz_npu_folder: 1.7e15 MB overflowed the cast).
-    auto mb = [&](const std::string& s) -> std::optional<uint64_t> {
-      const double v = std::strtod(s.c_str(), nullptr);
-      if (std::isnan(v) || v <= 0) return uint64_t{0};  // empty, text or negative: none, as before
-      const double bytes = v * 1024.0 * 1024.0;
-      if (!(bytes < 9.2e18)) return std::nullopt;  // also infinity
-      return static_cast<uint64_t>(bytes + 0.5);
-    };
-    MemoryRecord m;
-    m.ts_ns = *ts;
-    const std::string& dev = (*row)[c_dev];
-    const size_t colon = dev.find(':');
-    m.device = colon == std::string::npos ? 0 : std::atoi(dev.c_str() + colon + 1);
-    *device = m.device;
-    const auto allocated = mb((*row)[c_alloc]), reserved = mb((*row)[c_res]);
-    if (!allocated || !reserved) {
-      const bool a = !allocated;
-      return invalidArgument(file + ": line " + std::to_string(line) + ": " +
-                             (a ? "Total Allocated(MB)" : "Total Reserved(MB)") + " '" + fieldText((*row)[a ? c_alloc : c_res]) +
-                             "' is out of range (expected megabytes below 8.8e12)");
-    }
-    m.allocated = *allocated;
-    m.reserved = *reserved;
-    model.addMemory(m);
-  }
-  return Status::ok();
-}
-
 // torch_npu's kernel_details.csv: the op type, accelerator core and input shapes of the device
 // tasks of trace_view.json, matched by name and start time (TraceModel::addTaskDetail).
 Status readKernelDetails(const std::string& file, TraceModel& model) {
@@ -523,11 +473,19 @@ Status readAscend(const std::string& path, TraceModel& model, JsonEventStream& s
   }
   int32_t device = 0;
   const std::string memory = join(f.output, "memory_record.csv");
-  if (isFile(memory)) RETURN_IF_ERROR(readAscendMemory(memory, model, &device));
+  if (isFile(memory)) {
+    ASSIGN_OR_RETURN(std::string text, readText(memory));
+    RETURN_IF_ERROR(addMemoryRecord(memory, std::move(text), model, &device));
+  }
   const std::string op_memory = join(f.output, "operator_memory.csv");
   if (isFile(op_memory)) {
     ASSIGN_OR_RETURN(std::string text, readText(op_memory));
     RETURN_IF_ERROR(addOperatorMemory(op_memory, std::move(text), model));
+  }
+  const std::string module_memory = join(f.output, "npu_module_mem.csv");
+  if (isFile(module_memory)) {
+    ASSIGN_OR_RETURN(std::string text, readText(module_memory));
+    RETURN_IF_ERROR(addModuleMemory(module_memory, std::move(text), model));
   }
   model.setDefaultDevice(device);
   const std::string trace = join(f.output, "trace_view.json");
@@ -535,7 +493,7 @@ Status readAscend(const std::string& path, TraceModel& model, JsonEventStream& s
   // What the run came from, and what the folder lacks.
   nlohmann::json files = nlohmann::json::array(), missing = nlohmann::json::array();
   for (const char* n : {"trace_view.json", "kernel_details.csv", "step_trace_time.csv", "memory_record.csv",
-                        "operator_memory.csv", "communication.json", "communication_matrix.json"}) {
+                        "operator_memory.csv", "npu_module_mem.csv", "communication.json", "communication_matrix.json"}) {
     (isFile(join(f.output, n)) ? files : missing).push_back(n);
   }
   meta["files"] = files;

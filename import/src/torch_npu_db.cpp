@@ -113,6 +113,8 @@ class Reader {
   Status readCommunication();
   Status readSteps();
   Status readMemory();
+  Status readOpMemory();
+  Status readModuleMemory();
   Status readRunInfo(TorchNpuDbRun* run);
 
   std::string file_;
@@ -450,6 +452,71 @@ Status Reader::readMemory() {
   return Status::ok();
 }
 
+// OP_MEMORY: operator_memory.csv's rows (name a STRING_IDS id, size in bytes, times in ns; a
+// release time NULL or 0: live at the end), as memory blocks owned by the op's name.
+Status Reader::readOpMemory() {
+  if (!has("OP_MEMORY")) return Status::ok();
+  std::map<std::string, int> c;
+  ASSIGN_OR_RETURN(ScopedStmt st, select("OP_MEMORY", {"name", "size", "allocationTime"}, {"releaseTime", "deviceId"}, &c));
+  for (bool row;;) {
+    RETURN_IF_ERROR(step(st.get(), &row, "OP_MEMORY"));
+    if (!row) break;
+    sqlite3_stmt* s = st.get();
+    MemoryBlockRecord b;
+    b.alloc_ns = sqlite3_column_int64(s, c["allocationTime"]);
+    const auto release = num(s, c["releaseTime"]);
+    b.free_ns = release && *release > 0 && *release != kInvalidId && *release >= b.alloc_ns ? *release : -1;
+    b.size = b.requested = std::max<int64_t>(0, sqlite3_column_int64(s, c["size"]));
+    const auto device = num(s, c["deviceId"]);
+    b.device = static_cast<int32_t>(device && *device >= 0 && *device < 65536 ? *device : 0);
+    b.owner = str(s, c["name"]);
+    model_.addMemoryBlock(b);
+  }
+  return Status::ok();
+}
+
+// NPU_MODULE_MEM: npu_module_mem.csv's samples (moduleId named by ENUM_MODULE, else STRING_IDS;
+// totalReserved in bytes; timestampNs), the components that never reserved anything left out.
+Status Reader::readModuleMemory() {
+  if (!has("NPU_MODULE_MEM")) return Status::ok();
+  std::map<int64_t, std::string> modules;
+  if (has("ENUM_MODULE")) {
+    std::map<std::string, int> c;
+    ASSIGN_OR_RETURN(ScopedStmt st, select("ENUM_MODULE", {"id", "name"}, {}, &c));
+    for (bool row;;) {
+      RETURN_IF_ERROR(step(st.get(), &row, "ENUM_MODULE"));
+      if (!row) break;
+      const unsigned char* t = sqlite3_column_text(st.get(), 1);
+      modules[sqlite3_column_int64(st.get(), 0)] = t ? reinterpret_cast<const char*>(t) : "";
+    }
+  }
+  std::map<std::string, int> c;
+  ASSIGN_OR_RETURN(ScopedStmt st, select("NPU_MODULE_MEM", {"moduleId", "timestampNs", "totalReserved"}, {"deviceId"}, &c));
+  std::vector<MemoryComponentRecord> rows;
+  std::set<std::pair<int32_t, std::string>> reserved_any;
+  for (bool row;;) {
+    RETURN_IF_ERROR(step(st.get(), &row, "NPU_MODULE_MEM"));
+    if (!row) break;
+    sqlite3_stmt* s = st.get();
+    if (sqlite3_column_type(s, c["totalReserved"]) == SQLITE_NULL) continue;
+    MemoryComponentRecord r;
+    const int64_t id = sqlite3_column_int64(s, c["moduleId"]);
+    auto m = modules.find(id);
+    std::string_view text = m != modules.end() ? std::string_view(m->second) : str(s, c["moduleId"]);
+    r.component = text.empty() ? "module " + std::to_string(id) : std::string(text);
+    r.ts_ns = sqlite3_column_int64(s, c["timestampNs"]);
+    r.reserved = std::max<int64_t>(0, sqlite3_column_int64(s, c["totalReserved"]));
+    const auto device = num(s, c["deviceId"]);
+    r.device = static_cast<int32_t>(device && *device >= 0 && *device < 65536 ? *device : 0);
+    if (r.reserved > 0) reserved_any.insert({r.device, r.component});
+    rows.push_back(std::move(r));
+  }
+  for (MemoryComponentRecord& r : rows) {
+    if (reserved_any.count({r.device, r.component})) model_.addMemoryComponent(std::move(r));
+  }
+  return Status::ok();
+}
+
 // META_DATA, NPU_INFO and RANK_DEVICE_MAP: the run row.
 Status Reader::readRunInfo(TorchNpuDbRun* run) {
   nlohmann::json meta = nlohmann::json::object();
@@ -502,7 +569,7 @@ Status Reader::run(TorchNpuDbRun* run) {
   RETURN_IF_ERROR(open());
   // Rows to read, for the progress estimate.
   rows_total_ = 1;
-  for (const char* t : {"PYTORCH_API", "CANN_API", "TASK", "COMMUNICATION_OP", "MEMORY_RECORD"}) {
+  for (const char* t : {"PYTORCH_API", "CANN_API", "TASK", "COMMUNICATION_OP", "MEMORY_RECORD", "OP_MEMORY", "NPU_MODULE_MEM"}) {
     if (!has(t)) continue;
     sqlite3_stmt* raw = nullptr;
     const std::string sql = std::string("SELECT count(*) FROM \"") + t + "\"";
@@ -536,6 +603,8 @@ Status Reader::run(TorchNpuDbRun* run) {
   RETURN_IF_ERROR(readCommunication());
   RETURN_IF_ERROR(readSteps());
   RETURN_IF_ERROR(readMemory());
+  RETURN_IF_ERROR(readOpMemory());
+  RETURN_IF_ERROR(readModuleMemory());
   RETURN_IF_ERROR(readRunInfo(run));
   if (progress_ && !progress_(file_size_, file_size_)) return failedPrecondition(file_ + ": import cancelled");
   return Status::ok();

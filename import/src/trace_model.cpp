@@ -753,6 +753,11 @@ void TraceModel::writeDeviceTasks(TraceWriter& writer, const Nesting& nest, Laun
   std::sort(memory_.begin(), memory_.end(), [](const MemoryRecord& a, const MemoryRecord& b) { return a.ts_ns < b.ts_ns; });
   summary->memory_samples = static_cast<int64_t>(memory_.size());
   if (!memory_.empty()) writer.addMemory(std::vector<MemoryRecord>(memory_));
+  if (!components_.empty()) {
+    summary->memory_components = static_cast<int64_t>(components_.size());
+    writer.addMemoryComponents(std::move(components_));
+    components_.clear();
+  }
   if (!blocks_.empty()) {
     // Event numbers in time order (allocations before frees at one time stamp), per device.
     struct Event {
@@ -795,7 +800,8 @@ Status TraceModel::endImportedRun(TraceWriter& writer, RunSummary* summary, int6
                          {"linked_device_tasks", summary->linked_tasks},
                          {"steps", summary->steps},
                          {"memory_samples", summary->memory_samples},
-                         {"memory_blocks", summary->memory_blocks}};
+                         {"memory_blocks", summary->memory_blocks},
+                         {"memory_components", summary->memory_components}};
   results["skipped"] = nlohmann::json::object();
   for (auto& [what, n] : skipped_) results["skipped"][what] = n;
   RETURN_IF_ERROR(writer.flush());

@@ -79,6 +79,9 @@ class TraceModel {
   // the pool's event numbers are given when the run is written, in time order.
   void addMemoryBlock(const MemoryBlockRecord& b) { blocks_.push_back(b); }
   const std::vector<MemoryBlockRecord>& memoryBlocks() const { return blocks_; }
+  // A torch_npu npu_module_mem.csv sample: what a component of the device software reserved.
+  void addMemoryComponent(MemoryComponentRecord c) { components_.push_back(std::move(c)); }
+  const std::vector<MemoryComponentRecord>& memoryComponents() const { return components_; }
   // A step known from elsewhere (torch_npu's STEP_TIME); used when no host op is ProfilerStep#N.
   void addStep(int64_t n, int64_t start_ns, int64_t end_ns) { given_steps_.push_back({n, start_ns, end_ns}); }
   // Matched to a device task by classify(); the task takes its type and input shapes. Rows that
@@ -162,6 +165,7 @@ class TraceModel {
   int64_t time_base_ns_ = 0;
   std::deque<Raw> events_;  // no reallocation peaks while it grows
   std::vector<MemoryRecord> memory_;
+  std::vector<MemoryComponentRecord> components_;
   std::vector<MemoryBlockRecord> blocks_;
   struct Step {
     int64_t n, start, end;

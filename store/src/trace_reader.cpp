@@ -1317,6 +1317,28 @@ StatusOr<std::vector<MemoryOomRecord>> TraceReader::memoryOoms(int64_t run_id) {
   return out;
 }
 
+StatusOr<std::vector<MemoryComponentRecord>> TraceReader::memoryComponents(int64_t run_id) {
+  if (schema_ < 11) return std::vector<MemoryComponentRecord>{};
+  ASSIGN_OR_RETURN(sqlite3_stmt * st,
+                   cached("memory_components",
+                          "SELECT device, component, ts_ns, reserved FROM memory_components WHERE run_id=?1"
+                          " ORDER BY device, component, ts_ns"));
+  StmtUse use(st);
+  sqlite3_bind_int64(st, 1, run_id);
+  std::vector<MemoryComponentRecord> out;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    MemoryComponentRecord c;
+    c.device = static_cast<int32_t>(sqlite3_column_int64(st, 0));
+    c.component = colText(st, 1);
+    c.ts_ns = sqlite3_column_int64(st, 2);
+    c.reserved = sqlite3_column_int64(st, 3);
+    out.push_back(std::move(c));
+  }
+  if (rc != SQLITE_DONE) return stepError(db_.get(), "reading memory components");
+  return out;
+}
+
 StatusOr<TensorDumpData> TraceReader::tensorDumpData(int64_t dump_id) {
   ASSIGN_OR_RETURN(sqlite3_stmt * st, cached("dump_data",
                                              "SELECT coalesce(d.data, r.data) FROM tensor_dumps d"

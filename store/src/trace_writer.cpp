@@ -359,6 +359,8 @@ Status TraceWriter::prepareStatements() {
       " largest_cached, peak_op_id, peak_step, capacity) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(statements_.insert_oom_, prepare(db,
       "INSERT INTO memory_ooms(run_id, device, seq, ts_ns, requested, op_id, step, message) VALUES (?,?,?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(statements_.insert_component_, prepare(db,
+      "INSERT INTO memory_components(run_id, device, component, ts_ns, reserved) VALUES (?,?,?,?,?)"));
   ASSIGN_OR_RETURN(statements_.insert_block_, prepare(db,
       "INSERT INTO op_blocks(run_id, thread_id, first_id, last_id, ops, backward_ops, min_start_ns, max_start_ns,"
       " max_end_ns, min_step, max_step) VALUES (?,?,?,?,?,?,?,?,?,?,?)"));
@@ -496,6 +498,9 @@ void TraceWriter::addMemoryBlocks(std::vector<MemoryBlockRecord>&& batch) {
 }
 void TraceWriter::addMemoryDevice(const MemoryDeviceRecord& r) { enqueue(r, false); }
 void TraceWriter::addMemoryOom(const MemoryOomRecord& r) { enqueue(r, true); }
+void TraceWriter::addMemoryComponents(std::vector<MemoryComponentRecord>&& batch) {
+  if (!batch.empty()) enqueue(std::move(batch), false);
+}
 void TraceWriter::addDumpEntries(std::vector<DumpEntryRecord>&& batch) {
   if (batch.empty()) return;
   enqueue(std::move(batch));
@@ -783,6 +788,19 @@ Status TraceWriter::write(Item& item) {
     bindOptionalInt(st, 7, o->step, -1);
     bindText(st, 8, o->message);
     return stepStatement(db, st);
+  }
+  if (auto* components = std::get_if<std::vector<MemoryComponentRecord>>(&item)) {
+    if (run < 0) return failedPrecondition("memory components before beginRun");
+    sqlite3_stmt* st = statements_.insert_component_.get();
+    for (const MemoryComponentRecord& c : *components) {
+      sqlite3_bind_int64(st, 1, run);
+      sqlite3_bind_int(st, 2, c.device);
+      bindText(st, 3, c.component);
+      sqlite3_bind_int64(st, 4, c.ts_ns);
+      sqlite3_bind_int64(st, 5, c.reserved);
+      RETURN_IF_ERROR(stepStatement(db, st));
+    }
+    return Status::ok();
   }
   if (auto* dumps = std::get_if<std::vector<TensorDumpRecord>>(&item)) {
     if (run < 0) return failedPrecondition("tensor dumps before beginRun");

@@ -21,6 +21,8 @@ From ASCEND_PROFILER_OUTPUT/:
                       ProfilerStep#N -> STEP_TIME.
   kernel_details.csv  -> COMPUTE_TASK_INFO for the TASK row of the same name starting within 1 us.
   memory_record.csv   rows other than APP -> MEMORY_RECORD (bytes).
+  operator_memory.csv -> OP_MEMORY (bytes, ns).
+  npu_module_mem.csv  -> NPU_MODULE_MEM (bytes, ns), the components named in ENUM_MODULE.
   communication.json  the collectives' group names.
 and profiler_info_*.json (rank) and profiler_metadata.json (META_DATA) beside it.
 
@@ -67,6 +69,12 @@ SCHEMA = {
                         "count NUMERIC, opType INTEGER, deviceId INTEGER",
     "MEMORY_RECORD": "component INTEGER, timestamp INTEGER, totalAllocated INTEGER, totalReserved INTEGER, "
                      "totalActive INTEGER, streamPtr INTEGER, deviceId INTEGER",
+    "OP_MEMORY": "name INTEGER, size INTEGER, allocationTime INTEGER, releaseTime INTEGER, activeReleaseTime INTEGER, "
+                 "duration INTEGER, activeDuration INTEGER, allocationTotalAllocated INTEGER, "
+                 "allocationTotalReserved INTEGER, allocationTotalActive INTEGER, releaseTotalAllocated INTEGER, "
+                 "releaseTotalReserved INTEGER, releaseTotalActive INTEGER, streamPtr INTEGER, deviceId INTEGER",
+    "NPU_MODULE_MEM": "moduleId INTEGER, timestampNs INTEGER, totalReserved INTEGER, deviceId INTEGER",
+    "ENUM_MODULE": "id INTEGER PRIMARY KEY, name TEXT",
     "STEP_TIME": "id INTEGER, startNs INTEGER, endNs INTEGER",
     "META_DATA": "name TEXT, value TEXT",
     "NPU_INFO": "id INTEGER, name TEXT",
@@ -211,6 +219,26 @@ def main(folder, out):
             rows["MEMORY_RECORD"].append((s.id(r["Component"]), ns(r["Timestamp(us)"]), as_bytes(r["Total Allocated(MB)"]),
                                           as_bytes(r["Total Reserved(MB)"]), as_bytes(r["Total Active(MB)"]),
                                           int(r["Stream Ptr"]) if r["Stream Ptr"] else None, device))
+
+    # OP_MEMORY (bytes, ns; a release never seen: NULL) from operator_memory.csv.
+    as_bytes_kb = lambda kb: int(decimal.Decimal(kb) * 1024 + decimal.Decimal("0.5"))
+    with open(os.path.join(output, "operator_memory.csv"), newline="") as f:
+        for r in csv.DictReader(f):
+            released = r["Release Time(us)"].strip()
+            rows["OP_MEMORY"].append((s.id(r["Name"]), as_bytes_kb(r["Size(KB)"]), ns(r["Allocation Time(us)"]),
+                                      ns(released) if released else None, None, None, None, None, None, None, None,
+                                      None, None, int(r["Stream Ptr"]) if r["Stream Ptr"] else None,
+                                      int(r["Device Type"].partition(":")[2] or 0)))
+    # NPU_MODULE_MEM (bytes, ns; an empty reservation: NULL), its components numbered in ENUM_MODULE.
+    modules = {}
+    with open(os.path.join(output, "npu_module_mem.csv"), newline="") as f:
+        for r in csv.DictReader(f):
+            module = modules.setdefault(r["Component"], len(modules))
+            mb = r["Total Reserved(MB)"].strip()
+            rows["NPU_MODULE_MEM"].append((module, ns(r["Timestamp(us)"]),
+                                           int(decimal.Decimal(mb) * 1048576 + decimal.Decimal("0.5")) if mb else None,
+                                           int(r["Device"].partition(":")[2] or 0)))
+    rows["ENUM_MODULE"] = [(i, name) for name, i in modules.items()]
 
     # TASK (+ COMPUTE_TASK_INFO from kernel_details.csv), COMMUNICATION_OP.
     hardware = [e for e in complete if process.get(e["pid"]) == "Ascend Hardware"]

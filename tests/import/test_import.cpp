@@ -594,5 +594,53 @@ TEST_F(ImportTest, OperatorMemoryBecomesMemoryBlocks) {
   EXPECT_EQ(end.allocated, live_bytes);
 }
 
+// npu_module_mem.csv of the real Qwen3 export: 45 samples of 77 components, four of which ever
+// reserve anything. Their highest figures, read off the file with awk: APP 10372 MB, HCCL
+// 1241.69921875, SLOG 158.65234375, RUNTIME 58.24609375 (constant over the window).
+TEST_F(ImportTest, NpuModuleMemBecomesMemoryByComponent) {
+  const std::string db = path("modmem.db");
+  auto r = importPath(std::string(NPUSCOPE_TRACES) + "/ascend_qwen3_rank0_ascend_pt", db);
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  EXPECT_EQ(r->runs.at(0).memory_components, 4 * 45);
+  auto reader = TraceReader::open(db);
+  ASSERT_TRUE(reader.isOk());
+  auto rows = (*reader)->memoryComponents(1);
+  ASSERT_TRUE(rows.isOk()) << rows.status().message();
+  ASSERT_EQ(rows->size(), 180u);
+  const std::vector<DeviceComponents> peaks = componentPeaks(*rows);
+  ASSERT_EQ(peaks.size(), 1u);
+  ASSERT_EQ(peaks[0].components.size(), 4u);
+  auto mb = [](double v) { return static_cast<int64_t>(v * 1048576.0 + 0.5); };
+  const std::pair<const char*, int64_t> expected[] = {
+      {"APP", mb(10372.0)}, {"HCCL", mb(1241.69921875)}, {"SLOG", mb(158.65234375)}, {"RUNTIME", mb(58.24609375)}};
+  int64_t sum_of_peaks = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(peaks[0].components[i].component, expected[i].first);
+    EXPECT_EQ(peaks[0].components[i].peak, expected[i].second) << expected[i].first;
+    sum_of_peaks += expected[i].second;
+  }
+  EXPECT_LE(peaks[0].total_peak, sum_of_peaks);
+  EXPECT_GE(peaks[0].total_peak, mb(10372.0));
+  int64_t at_total = 0;
+  for (const ComponentPeak& c : peaks[0].components) at_total += c.at_total_peak;
+  EXPECT_EQ(at_total, peaks[0].total_peak);
+  // A row whose reservation is not a size is refused with its line.
+  const std::string bad_folder = path("bad_ascend_pt/ASCEND_PROFILER_OUTPUT");
+  ASSERT_EQ(std::system(("mkdir -p '" + bad_folder + "'").c_str()), 0);
+  {
+    std::ofstream f(bad_folder + "/npu_module_mem.csv");
+    f << "Component,Timestamp(us),Total Reserved(MB),Device\nAPP,12.5\t,1e300,NPU:0\n";
+  }
+  {
+    std::ofstream f(bad_folder + "/step_trace_time.csv");
+    f << "Step,Computing\n1,10\n";
+  }
+  auto bad = importPath(path("bad_ascend_pt"), path("bad.db"));
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("npu_module_mem.csv: line 2: Total Reserved(MB) '1e300' is out of range"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 }  // namespace
 }  // namespace npuscope::import

@@ -132,6 +132,16 @@ TEST_F(ImportTest, TorchNpuDbOfTheSampleAgreesWithItsTextExport) {
   EXPECT_EQ(rows(text, kOps), rows(db, kOps));
   EXPECT_EQ(rows(text, kTasks), rows(db, kTasks));
   EXPECT_EQ(rows(text, kMemory), rows(db, kMemory));
+  // operator_memory.csv and OP_MEMORY, npu_module_mem.csv and NPU_MODULE_MEM: the same blocks
+  // and component samples.
+  const std::string blocks = "SELECT device, alloc_seq, coalesce(free_seq, -1), alloc_ns, coalesce(free_ns, -1), size,"
+                             " owner FROM memory_blocks ORDER BY 1, 2";
+  const std::string components = "SELECT device, component, ts_ns, reserved FROM memory_components ORDER BY 1, 2, 3";
+  EXPECT_EQ(rows(text, blocks), rows(db, blocks));
+  EXPECT_EQ(rows(db, blocks).size(), 184u);
+  EXPECT_EQ(rows(text, components), rows(db, components));
+  EXPECT_EQ(run.memory_blocks, 184);
+  EXPECT_GT(run.memory_components, 0);
   EXPECT_EQ(rows(text, "SELECT step, start_ns, dur_ns FROM steps"), rows(db, "SELECT step, start_ns, dur_ns FROM steps"));
   EXPECT_EQ(rows(db, kOps).size(), 1885u);
   EXPECT_EQ(rows(db, kTasks).size(), 539u);

@@ -88,6 +88,28 @@ struct DeviceMemory {
 StatusOr<std::vector<DeviceMemory>> memoryByDevice(TraceReader& reader, int64_t run_id,
                                                    std::optional<int64_t> step = std::nullopt);
 
+// The allocated bytes of `device` at each of `times` (as liveAtTime's .allocated, for many
+// times at once: one sort of the blocks' allocations and frees).
+std::vector<int64_t> allocatedAtTimes(const std::vector<MemoryBlockRecord>& blocks, int device,
+                                      const std::vector<int64_t>& times);
+
+// Device memory by component of the device software (schema 11: an imported torch_npu
+// npu_module_mem.csv), per device in device order: each component's highest reservation and
+// when, and what each reserved when their sum was highest.
+struct ComponentPeak {
+  std::string component;
+  int64_t peak = 0;           // bytes
+  int64_t peak_ns = 0;
+  int64_t at_total_peak = 0;  // bytes it reserved when the device's total was highest
+};
+struct DeviceComponents {
+  int32_t device = 0;
+  int64_t total_peak = 0;     // the components' reservations added up, at its highest
+  int64_t total_peak_ns = 0;
+  std::vector<ComponentPeak> components;  // highest peak first
+};
+std::vector<DeviceComponents> componentPeaks(const std::vector<MemoryComponentRecord>& rows);
+
 // What a block is for a person: its owner, else the op that allocated it ("aten::empty #123"),
 // else "-".
 std::string blockOwnerText(const MemoryBlockRecord& block, TraceReader& reader);

@@ -31,6 +31,7 @@ struct RunSummary {
   int64_t rank = -1;
   int64_t host_ops = 0, device_tasks = 0, linked_tasks = 0, steps = 0, memory_samples = 0;
   int64_t memory_blocks = 0;  // operator_memory.csv allocations (schema 10)
+  int64_t memory_components = 0;  // npu_module_mem.csv samples kept (schema 11)
   int64_t events = 0;       // events read
   int64_t dump_entries = 0, dump_tensors = 0;  // an msprobe dump: calls and their tensors
   std::vector<std::string> notes;  // what was skipped, once per kind, with counts

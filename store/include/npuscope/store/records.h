@@ -102,6 +102,15 @@ struct MemoryOomRecord {
   std::string message;
 };
 
+// Memory a component of the device software reserved at a moment (schema 11, table
+// memory_components): torch_npu's npu_module_mem.csv rows, imported.
+struct MemoryComponentRecord {
+  int32_t device = 0;
+  std::string component;   // CANN's name: APP, HCCL, RUNTIME, GE, SLOG ...
+  int64_t ts_ns = 0;
+  int64_t reserved = 0;    // bytes
+};
+
 // One input or output tensor of a dumped op (the dumper's `tensor_dumps` row). Not a hot-path
 // record: the dumper hands the writer one batch per op (TraceWriter::addTensorDumps).
 struct TensorDumpRecord {

@@ -334,6 +334,9 @@ class TraceReader {
   StatusOr<std::vector<MemoryBlockRecord>> memoryBlocks(int64_t run_id, int device = -1);
   StatusOr<std::vector<MemoryDeviceRecord>> memoryDevices(int64_t run_id);
   StatusOr<std::vector<MemoryOomRecord>> memoryOoms(int64_t run_id);
+  // Schema 11: the memory each device software component reserved (imported npu_module_mem.csv),
+  // in (device, component, time) order; empty for older files and for recorded runs.
+  StatusOr<std::vector<MemoryComponentRecord>> memoryComponents(int64_t run_id);
 
   StatusOr<std::vector<MemorySample>> memory(const MemoryQuery& query);
   // Streams memory samples of a run in time order.

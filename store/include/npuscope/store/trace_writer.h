@@ -84,6 +84,7 @@ class TraceWriter {
   void addMemoryBlocks(std::vector<MemoryBlockRecord>&& batch);
   void addMemoryDevice(const MemoryDeviceRecord& r);
   void addMemoryOom(const MemoryOomRecord& r);
+  void addMemoryComponents(std::vector<MemoryComponentRecord>&& batch);
   // The tensors of one dumped op. Payloads not yet encoded are encoded (encodeDumpPayload) in
   // the calling thread (the dumper's file-writing threads, never an op thread), so compression
   // and the writer thread's SQLite work run side by side. Waits while more than
@@ -131,7 +132,7 @@ class TraceWriter {
   using Item = std::variant<std::unique_ptr<OpBuffer>, StepRecord, OverflowRecord, CollectiveRecord, MemoryRecord,
                             std::vector<MemoryRecord>, std::vector<TensorDumpRecord>, std::vector<DumpEntryRecord>,
                             std::vector<DeviceTaskRecord>, std::vector<MemoryBlockRecord>, MemoryDeviceRecord,
-                            MemoryOomRecord, BeginCmd, EndCmd, FlushCmd>;
+                            MemoryOomRecord, std::vector<MemoryComponentRecord>, BeginCmd, EndCmd, FlushCmd>;
 
   TraceWriter(ScopedDb db, Options options);
   Status prepareStatements();
@@ -166,7 +167,7 @@ class TraceWriter {
   // Finalized together by close(), before the connection closes.
   struct Statements {
     ScopedStmt insert_op_, insert_ops_, insert_block_, insert_step_, insert_overflow_, insert_collective_,
-        insert_memory_, insert_memories_, insert_mem_block_, insert_mem_blocks_, insert_mem_device_, insert_oom_,
+        insert_memory_, insert_memories_, insert_mem_block_, insert_mem_blocks_, insert_mem_device_, insert_oom_, insert_component_,
         insert_dump_, insert_entry_, insert_task_, insert_tasks_, insert_string_, insert_run_,
         end_run_, begin_, commit_;
   } statements_;
