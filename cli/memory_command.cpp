@@ -151,6 +151,10 @@ void printMemoryBreakdown(const DeviceMemory& d, TraceReader& r, int64_t top) {
   if (d.peak_step >= 0 && !d.peak_in_step) std::printf(", after the recorded steps");
   if (!d.peak_op.empty()) std::printf(", while %s allocated", d.peak_op.c_str());
   std::printf("\n");
+  if (d.pool_peak_allocated > d.peak_allocated) {
+    std::printf("    (the blocks listed; the allocator's own peak was %s allocated: what was allocated before profiling is not listed)\n",
+                bytesText(d.pool_peak_allocated).c_str());
+  }
   printCategories(d.at_peak, "    ");
   std::printf("    largest live tensors:\n");
   printBlocks(d.at_peak, r, top, "    ");
@@ -174,6 +178,7 @@ nlohmann::json memoryJson(const DeviceMemory& d, TraceReader& r, int64_t top) {
   j["device"] = "npu:" + std::to_string(d.device);
   j["peak_allocated"] = d.peak_allocated;
   j["peak_reserved"] = d.peak_reserved;
+  if (d.pool_peak_allocated > 0) j["pool_peak_allocated"] = d.pool_peak_allocated;
   if (d.reserved_at_peak >= 0) j["reserved_at_peak"] = d.reserved_at_peak;
   if (d.largest_cached >= 0) j["largest_cached_block"] = d.largest_cached;
   j["capacity"] = d.capacity;

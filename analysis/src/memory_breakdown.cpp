@@ -234,6 +234,11 @@ std::string categorySummary(const LiveSet& live, int top) {
 
 StatusOr<std::vector<DeviceMemory>> memoryByDevice(TraceReader& reader, int64_t run_id, std::optional<int64_t> step) {
   ASSIGN_OR_RETURN(std::vector<MemoryBlockRecord> blocks, reader.memoryBlocks(run_id));
+  return memoryByDevice(reader, run_id, blocks, step);
+}
+
+StatusOr<std::vector<DeviceMemory>> memoryByDevice(TraceReader& reader, int64_t run_id,
+                                                   const std::vector<MemoryBlockRecord>& blocks, std::optional<int64_t> step) {
   std::vector<DeviceMemory> out;
   if (blocks.empty()) return out;
   ASSIGN_OR_RETURN(std::vector<MemoryDeviceRecord> devices, reader.memoryDevices(run_id));
@@ -253,6 +258,7 @@ StatusOr<std::vector<DeviceMemory>> memoryByDevice(TraceReader& reader, int64_t 
     }
     for (const auto& p : samples) {
       if (p.device == device) d.peak_reserved = p.reserved;
+      if (p.device == device && !rec) d.pool_peak_allocated = p.allocated;
     }
     if (rec) d.capacity = rec->capacity;
     if (!step && rec && rec->peak_seq >= 0) {

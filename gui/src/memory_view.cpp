@@ -103,6 +103,8 @@ MemoryView::MemoryView(TraceDocument* doc, QWidget* parent) : QWidget(parent), d
   categories_ = table(this, {tr("Category"), tr("Bytes at the peak"), tr("Share")});
   tensors_ = table(this, {tr("Size"), tr("Requested"), tr("Category"), tr("Step"), tr("Owner / allocating op")});
   steps_ = table(this, {tr("Step"), tr("Peak allocated")});
+  components_ = table(this, {tr("Component"), tr("Reserved at the highest total"), tr("Own peak")});
+  components_label_ = new QLabel(tr("Device memory by component (npu_module_mem)"), this);
 
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel(tr("Device:"), this));
@@ -116,6 +118,8 @@ MemoryView::MemoryView(TraceDocument* doc, QWidget* parent) : QWidget(parent), d
   left_layout->addWidget(categories_, 1);
   left_layout->addWidget(new QLabel(tr("Each step's peak"), left));
   left_layout->addWidget(steps_, 2);
+  left_layout->addWidget(components_label_);
+  left_layout->addWidget(components_, 1);
   auto* right = new QWidget(split);
   auto* right_layout = new QVBoxLayout(right);
   right_layout->setContentsMargins(0, 0, 0, 0);
@@ -146,6 +150,7 @@ MemoryView::MemoryView(TraceDocument* doc, QWidget* parent) : QWidget(parent), d
 void MemoryView::refresh() {
   devices_.clear();
   step_peaks_.clear();
+  device_components_.clear();
   device_->blockSignals(true);
   device_->clear();
   device_->blockSignals(false);
@@ -155,7 +160,10 @@ void MemoryView::refresh() {
     return;
   }
   TraceReader& r = *doc_->reader();
-  auto mem = memoryByDevice(r, doc_->currentRun());
+  const std::vector<MemoryBlockRecord>& blocks = doc_->memoryBlocks();
+  auto mem = memoryByDevice(r, doc_->currentRun(), blocks);
+  auto components = r.memoryComponents(doc_->currentRun());
+  if (components.isOk()) device_components_ = componentPeaks(*components);
   if (!mem.isOk()) {
     summary_->setText(QString::fromStdString(mem.status().message()));
     emit doc_->errorOccurred(QString::fromStdString(mem.status().message()));
@@ -163,15 +171,17 @@ void MemoryView::refresh() {
   }
   devices_ = std::move(*mem);
   if (devices_.empty()) {
-    summary_->setText(tr("This run has no memory by owner: record it with memory on (the default of npuscope train "
-                         "and npuscope.profile) with npuscope 0.10 or later."));
+    summary_->setText(device_components_.empty()
+                          ? tr("This run has no memory by owner: record it with memory on (the default of npuscope "
+                               "train and npuscope.profile) with npuscope 0.10 or later.")
+                          : tr("This run has no memory by owner (its export has no operator_memory.csv); below, "
+                               "what each component of the device software reserved."));
     showDevice(-1);
     return;
   }
-  auto blocks = r.memoryBlocks(doc_->currentRun());
   auto steps = r.steps(doc_->currentRun());
   for (const DeviceMemory& d : devices_) {
-    step_peaks_.push_back(blocks.isOk() && steps.isOk() ? stepPeaks(*blocks, d.device, *steps) : std::vector<StepPeak>{});
+    step_peaks_.push_back(steps.isOk() ? stepPeaks(blocks, d.device, *steps) : std::vector<StepPeak>{});
   }
   device_->blockSignals(true);
   for (const DeviceMemory& d : devices_) device_->addItem(QString("npu:%1").arg(d.device));
@@ -183,6 +193,26 @@ void MemoryView::showDevice(int index) {
   categories_->setRowCount(0);
   tensors_->setRowCount(0);
   steps_->setRowCount(0);
+  components_->setRowCount(0);
+  const DeviceComponents* comp = nullptr;
+  const int32_t device = index >= 0 && index < static_cast<int>(devices_.size()) ? devices_[static_cast<size_t>(index)].device : -1;
+  for (const DeviceComponents& c : device_components_) {
+    if (c.device == device || (device < 0 && !comp)) comp = &c;
+  }
+  components_label_->setVisible(comp != nullptr);
+  components_->setVisible(comp != nullptr);
+  if (comp) {
+    components_label_->setText(tr("Device memory by component (npu_module_mem): %1 at the highest")
+                                   .arg(bytesText(comp->total_peak)));
+    components_->setRowCount(static_cast<int>(comp->components.size()));
+    for (size_t i = 0; i < comp->components.size(); ++i) {
+      const ComponentPeak& c = comp->components[i];
+      components_->setItem(static_cast<int>(i), 0, cell(QString::fromStdString(c.component)));
+      components_->setItem(static_cast<int>(i), 1, cell(bytesText(c.at_total_peak), true));
+      components_->setItem(static_cast<int>(i), 2, cell(bytesText(c.peak), true));
+    }
+    components_->resizeColumnsToContents();
+  }
   if (index < 0 || index >= static_cast<int>(devices_.size())) {
     bar_->setLiveSet(LiveSet());
     return;
@@ -196,6 +226,13 @@ void MemoryView::showDevice(int index) {
     if (d.largest_cached >= 0) text += tr(" (largest free block %1)").arg(bytesText(d.largest_cached));
   }
   text += ".";
+  if (d.pool_peak_allocated > d.peak_allocated) {
+    text += tr(" The allocator's own peak was %1 allocated, %2 reserved: these blocks are the part the trace "
+               "lists (an export's operator_memory.csv has the ops' allocations while profiling, not what was "
+               "allocated before).")
+                .arg(bytesText(d.pool_peak_allocated))
+                .arg(bytesText(d.peak_reserved));
+  }
   for (const DeviceMemory::Oom& o : d.ooms) {
     text += tr("<br><span style='color:#b00'>Out of memory at step %1%2: %3</span>")
                 .arg(o.record.step)

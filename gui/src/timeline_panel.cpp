@@ -172,17 +172,16 @@ void TimelinePanel::connectDocument() {
 // Memory by owner on the memory track: read after the first paint (a run's blocks can be many).
 void TimelinePanel::loadMemoryCategories() {
   view_->setMemoryCategories({});
-  memory_blocks_.clear();
   if (!doc_->reader() || doc_->currentRun() < 0) return;
-  auto blocks = doc_->reader()->memoryBlocks(doc_->currentRun());
-  if (!blocks.isOk() || blocks->empty()) return;
-  memory_blocks_ = std::move(*blocks);
-  view_->setMemoryCategories(categorySeries(memory_blocks_, memory_blocks_.front().device, 4000));
+  const std::vector<MemoryBlockRecord>& blocks = doc_->memoryBlocks();
+  if (blocks.empty()) return;
+  view_->setMemoryCategories(categorySeries(blocks, blocks.front().device, 4000));
 }
 
 void TimelinePanel::showLiveMemory(qint64 ts) {
-  if (memory_blocks_.empty()) return;
-  const LiveSet live = liveAtTime(memory_blocks_, memory_blocks_.front().device, ts);
+  const std::vector<MemoryBlockRecord>& blocks = doc_->memoryBlocks();
+  if (blocks.empty()) return;
+  const LiveSet live = liveAtTime(blocks, blocks.front().device, ts);
   QString html = tr("<h3>npu:%1 memory at %2</h3><p>%3 in %4 live blocks: %5</p>")
                      .arg(live.device)
                      .arg(formatNs(view_->data() ? ts - view_->data()->beginNs() : ts))
@@ -210,7 +209,6 @@ void TimelinePanel::onRunLoaded(qint64, bool refreshed) {
   view_->setMemoryOverview(doc_->memoryOverview());
   if (!refreshed) {
     view_->setMemoryCategories({});
-    memory_blocks_.clear();
     QTimer::singleShot(0, this, &TimelinePanel::loadMemoryCategories);
   }
   matches_.clear();

@@ -82,6 +82,25 @@ QStringList TraceDocument::damage() const {
 TraceDocument::TraceDocument(QObject* parent) : QObject(parent) {
   poll_timer_.setInterval(1000);
   connect(&poll_timer_, &QTimer::timeout, this, [this] { poll(); });
+  // Connected before any view's slot: the views read the blocks of the run just loaded.
+  connect(this, &TraceDocument::runLoaded, this, [this] {
+    blocks_.clear();
+    blocks_run_ = -1;
+  });
+}
+
+const std::vector<MemoryBlockRecord>& TraceDocument::memoryBlocks() {
+  if (blocks_run_ == currentRun() && blocks_run_ >= 0) return blocks_;
+  blocks_.clear();
+  blocks_run_ = currentRun();
+  if (!reader_ || blocks_run_ < 0) return blocks_;
+  auto blocks = reader_->memoryBlocks(blocks_run_);
+  if (blocks.isOk()) {
+    blocks_ = std::move(*blocks);
+  } else {
+    emit errorOccurred(QString::fromStdString(blocks.status().message()));
+  }
+  return blocks_;
 }
 
 TraceDocument::~TraceDocument() {

@@ -779,6 +779,7 @@ void TraceModel::writeDeviceTasks(TraceWriter& writer, const Nesting& nest, Laun
       const int64_t n = ++seq[e.device];
       (e.free ? blocks_[e.block].free_seq : blocks_[e.block].alloc_seq) = n;
     }
+    for (MemoryBlockRecord& b : blocks_) b.step = stepAt(steps, b.alloc_ns);  // the step it was allocated in
     summary->memory_blocks = static_cast<int64_t>(blocks_.size());
     writer.addMemoryBlocks(std::move(blocks_));
     blocks_.clear();

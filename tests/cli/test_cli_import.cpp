@@ -59,6 +59,38 @@ TEST(CliImport, TorchNpuFolderReportsAndComparesWithItself) {
   EXPECT_EQ(ones, rows) << "every row's ratio is 1";
 }
 
+// The real Qwen3 export's memory as a user reads it: the op allocations of operator_memory.csv
+// (the allocator's own peak from memory_record.csv beside them) and each component of
+// npu_module_mem.csv, in report's text and JSON and in `npuscope memory`.
+TEST(CliImport, QwenMemoryByOpAndByComponent) {
+  const std::string db = scratchPath("qwen3_memory.db");
+  CliRun r = run("import -q '" + std::string(NPUSCOPE_TRACES) + "/ascend_qwen3_rank0_ascend_pt' --db " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("3103 operator allocations"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("180 samples of device memory by component"), std::string::npos) << r.out;
+  r = run("report " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("the allocator's own peak was 10.04 GiB allocated"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Device memory by component (npu_module_mem):"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("11.55 GiB reserved by the device software at its highest"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("APP             10.13 GiB    10.13 GiB"), std::string::npos) << r.out;
+  r = run("report " + db + " --json", false);
+  ASSERT_EQ(r.exit_code, 0);
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["memory_components"].size(), 1u);
+  const auto& c = j["memory_components"][0]["components"];
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_EQ(c[0]["component"], "APP");
+  EXPECT_EQ(c[0]["peak"], int64_t{10372} * 1048576);
+  EXPECT_EQ(c[1]["component"], "HCCL");
+  EXPECT_EQ(c[1]["peak"], static_cast<int64_t>(1241.69921875 * 1048576));
+  EXPECT_GT(j["memory"][0]["pool_peak_allocated"].get<int64_t>(), j["memory"][0]["peak_allocated"].get<int64_t>());
+  r = run("memory " + db + " --top 2");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("npu::npu_fusion_attention_grad"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("HCCL             1.21 GiB     1.21 GiB"), std::string::npos) << r.out;
+}
+
 // A job of CSV-only rank folders (the real Qwen3 rank 0, and a copy of it labelled rank 1 in its
 // profiler_info, as a second rank of the same job would be): imported as one run per rank, and
 // report --cluster prints their step breakdown from the device tasks.

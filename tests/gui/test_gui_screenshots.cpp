@@ -502,6 +502,7 @@ TEST(Screenshots, MemoryTabOfARealO2Run) {
     EXPECT_TRUE(categories.contains(c)) << c << " missing from " << categories.join(", ").toStdString();
   }
   EXPECT_GE(m->steps()->rowCount(), 8);  // each step's peak
+  EXPECT_FALSE(m->components()->isVisibleTo(m)) << "a recorded run has no npu_module_mem components";
   EXPECT_TRUE(m->summary()->text().contains("peak")) << m->summary()->text().toStdString();
   save(&w, "real_07_memory");
   // The timeline's memory track stacks the same categories; a click lists the live tensors.
@@ -581,6 +582,20 @@ TEST(Screenshots, CsvOnlyTorchNpuExportOfAnLlm) {
   MainWindow w;
   ASSERT_NO_FATAL_FAILURE(showFile(w, db.toStdString()));
   save(&w, "torch_npu_csv_only_qwen3");
+  // Its Memory tab: the op allocations of operator_memory.csv (untagged: the file has no
+  // categories) and what each component reserved (npu_module_mem.csv): APP 10372 MB, HCCL
+  // 1241.7 MB, SLOG 158.65 MB, RUNTIME 58.25 MB.
+  w.tabs()->setCurrentWidget(w.memory());
+  MemoryView* m = w.memory();
+  ASSERT_EQ(m->devices().size(), 1u);
+  ASSERT_TRUE(m->components()->isVisibleTo(m));
+  ASSERT_EQ(m->components()->rowCount(), 4);
+  QStringList names;
+  for (int r = 0; r < 4; ++r) names << m->components()->item(r, 0)->text();
+  EXPECT_EQ(names.join(","), "APP,HCCL,SLOG,RUNTIME");
+  EXPECT_EQ(m->components()->item(0, 2)->text(), "10.13 GiB");
+  EXPECT_EQ(m->components()->item(1, 2)->text(), "1.21 GiB");
+  save(&w, "torch_npu_qwen3_memory");
   QFile::remove(db);
 }
 

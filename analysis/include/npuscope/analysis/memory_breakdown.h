@@ -66,6 +66,9 @@ struct DeviceMemory {
   int64_t peak_allocated = 0;
   int64_t reserved_at_peak = -1;    // -1: not known (a step's peak, a file without the recorder's)
   int64_t peak_reserved = 0;        // highest reserved of the run's memory samples
+  int64_t pool_peak_allocated = 0;  // a run without the recorder's record (an import): the samples'
+                                    // highest allocated, above the blocks' peak when they are the
+                                    // ops' allocations only (operator_memory.csv)
   int64_t largest_cached = -1;      // the largest free cached block at the peak, -1: not known
   int64_t peak_step = -1;
   bool peak_in_step = false;        // peak_step is one of the run's steps (not after the last, e.g. evaluation)
@@ -86,6 +89,10 @@ struct DeviceMemory {
 // Per device with block records, in device order (empty for a run without them). `step`: the
 // peak within that step instead of the run's.
 StatusOr<std::vector<DeviceMemory>> memoryByDevice(TraceReader& reader, int64_t run_id,
+                                                   std::optional<int64_t> step = std::nullopt);
+// The same from the run's blocks read before (reader.memoryBlocks(run_id)).
+StatusOr<std::vector<DeviceMemory>> memoryByDevice(TraceReader& reader, int64_t run_id,
+                                                   const std::vector<MemoryBlockRecord>& blocks,
                                                    std::optional<int64_t> step = std::nullopt);
 
 // The allocated bytes of `device` at each of `times` (as liveAtTime's .allocated, for many

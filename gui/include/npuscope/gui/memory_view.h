@@ -2,7 +2,8 @@
 // numbers as `npuscope report` and `npuscope memory`). Per device: the peak with its step and op,
 // a bar and a table of bytes by category at the peak, the largest live tensors with their owners
 // or allocating ops (activating one opens its op on the timeline), fragmentation, refused
-// allocations, and each step's peak by category side by side.
+// allocations, and each step's peak by category side by side; for an imported torch_npu run, what
+// each component of the device software reserved (npu_module_mem.csv).
 #pragma once
 
 #include <QColor>
@@ -48,6 +49,7 @@ class MemoryView : public QWidget {
   QTableWidget* categories() const { return categories_; }
   QTableWidget* tensors() const { return tensors_; }
   QTableWidget* steps() const { return steps_; }
+  QTableWidget* components() const { return components_; }
   QLabel* summary() const { return summary_; }
 
  signals:
@@ -64,7 +66,10 @@ class MemoryView : public QWidget {
   QTableWidget* categories_;
   QTableWidget* tensors_;
   QTableWidget* steps_;
+  QLabel* components_label_;
+  QTableWidget* components_;
   std::vector<DeviceMemory> devices_;
+  std::vector<DeviceComponents> device_components_;
   std::vector<std::vector<StepPeak>> step_peaks_;  // per device
 };
 

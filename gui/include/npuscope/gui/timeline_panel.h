@@ -76,7 +76,6 @@ class TimelinePanel : public QWidget {
   OpTableModel* range_model_;
   TableProxy* range_proxy_;
   std::vector<SliceRef> matches_;
-  std::vector<MemoryBlockRecord> memory_blocks_;  // the run's memory by owner, for the memory track
   int match_ = -1;
 };
 

@@ -66,6 +66,10 @@ class TraceDocument : public QObject {
   // Each step's device busy time (modeled, or the real device lane of an imported run); empty
   // until stepTimesLoaded.
   const std::vector<StepDeviceTime>& stepDeviceTimes() const { return step_device_; }
+  // The current run's memory blocks (memory by owner, schema 10), read at the first call after
+  // each runLoaded and shared by the Memory tab and the timeline's memory track; empty when the
+  // run has none (a read error is reported through errorOccurred once).
+  const std::vector<MemoryBlockRecord>& memoryBlocks();
   // Memory samples of the current run in `window`, at most about max_points per device.
   std::vector<MemorySample> memory(const TimeWindow& window, size_t max_points);
 
@@ -90,6 +94,8 @@ class TraceDocument : public QObject {
   void stepTimesLoaded();
 
  private:
+  std::vector<MemoryBlockRecord> blocks_;
+  int64_t blocks_run_ = -1;  // the run blocks_ belongs to, -1: to be read
   void finishLoad(std::shared_ptr<RunLoad> load, bool refreshed);
   bool reloadRuns();
   QString fileStamp() const;
