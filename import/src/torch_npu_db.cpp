@@ -114,6 +114,9 @@ class Reader {
   Status readSteps();
   Status readMemory();
   Status readOpMemory();
+  // An ENUM_* table (id, name) as a map; empty when the file has no such table.
+  using EnumNames = std::map<int64_t, std::string>;
+  StatusOr<EnumNames> readEnum(const std::string& table);
   Status readModuleMemory();
   Status readRunInfo(TorchNpuDbRun* run);
 
@@ -370,20 +373,25 @@ Status Reader::readTasks() {
   return Status::ok();
 }
 
+StatusOr<Reader::EnumNames> Reader::readEnum(const std::string& table) {
+  EnumNames out;
+  if (!has(table)) return out;
+  std::map<std::string, int> c;
+  ASSIGN_OR_RETURN(ScopedStmt st, select(table, {"id", "name"}, {}, &c));
+  for (bool row;;) {
+    RETURN_IF_ERROR(step(st.get(), &row, table));
+    if (!row) break;
+    const unsigned char* t = sqlite3_column_text(st.get(), 1);
+    out[sqlite3_column_int64(st.get(), 0)] = t ? reinterpret_cast<const char*>(t) : "";
+  }
+  return out;
+}
+
 // COMMUNICATION_OP: the collectives, one "Group N Communication" lane per group as in the JSON.
 Status Reader::readCommunication() {
   if (!has("COMMUNICATION_OP")) return Status::ok();
-  std::map<int64_t, std::string> data_types;  // ENUM_HCCL_DATA_TYPE; older exports: STRING_IDS
-  if (has("ENUM_HCCL_DATA_TYPE")) {
-    std::map<std::string, int> c;
-    ASSIGN_OR_RETURN(ScopedStmt st, select("ENUM_HCCL_DATA_TYPE", {"id", "name"}, {}, &c));
-    for (bool row;;) {
-      RETURN_IF_ERROR(step(st.get(), &row, "ENUM_HCCL_DATA_TYPE"));
-      if (!row) break;
-      const unsigned char* t = sqlite3_column_text(st.get(), 1);
-      data_types[sqlite3_column_int64(st.get(), 0)] = t ? reinterpret_cast<const char*>(t) : "";
-    }
-  }
+  // ENUM_HCCL_DATA_TYPE; older exports: STRING_IDS
+  ASSIGN_OR_RETURN(const EnumNames data_types, readEnum("ENUM_HCCL_DATA_TYPE"));
   std::map<std::string, int> c;
   ASSIGN_OR_RETURN(ScopedStmt st, select("COMMUNICATION_OP", {"opName", "startNs", "endNs"},
                                          {"connectionId", "groupName", "dataType", "count", "deviceId"}, &c));
@@ -479,17 +487,7 @@ Status Reader::readOpMemory() {
 // totalReserved in bytes; timestampNs), the components that never reserved anything left out.
 Status Reader::readModuleMemory() {
   if (!has("NPU_MODULE_MEM")) return Status::ok();
-  std::map<int64_t, std::string> modules;
-  if (has("ENUM_MODULE")) {
-    std::map<std::string, int> c;
-    ASSIGN_OR_RETURN(ScopedStmt st, select("ENUM_MODULE", {"id", "name"}, {}, &c));
-    for (bool row;;) {
-      RETURN_IF_ERROR(step(st.get(), &row, "ENUM_MODULE"));
-      if (!row) break;
-      const unsigned char* t = sqlite3_column_text(st.get(), 1);
-      modules[sqlite3_column_int64(st.get(), 0)] = t ? reinterpret_cast<const char*>(t) : "";
-    }
-  }
+  ASSIGN_OR_RETURN(const EnumNames modules, readEnum("ENUM_MODULE"));
   std::map<std::string, int> c;
   ASSIGN_OR_RETURN(ScopedStmt st, select("NPU_MODULE_MEM", {"moduleId", "timestampNs", "totalReserved"}, {"deviceId"}, &c));
   std::vector<MemoryComponentRecord> rows;
