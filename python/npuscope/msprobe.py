@@ -12,7 +12,8 @@ compares against::
 
 Each dumped step is ``{dump_path}/step{N}/rank{R}/`` (``rank`` without a number outside a job)
 with msprobe's ``dump.json`` (per call: inputs, outputs, their dtype, shape and Max / Min / Mean /
-Norm), ``stack.json`` and ``construct.json``; ``npuscope import`` and ``npuscope compare`` read
+Norm), ``stack.json`` and ``construct.json``, and with task ``tensor`` each tensor in
+``dump_tensor_data/{entry}.{input|output}.{i}.pt`` (named by the tensor's ``data_name``); ``npuscope import`` and ``npuscope compare`` read
 it, as msprobe's own tools do. Calls are named as msprobe names them: ``Functional.conv2d.0.forward``,
 ``Tensor.__add__.1.forward``, ``Torch.flatten.0.forward``, ``Module.layer1.0.conv1.Conv2d.forward.0``,
 and ``...backward`` for the gradients (input: the gradients of the forward's outputs, output:
@@ -282,6 +283,7 @@ class PrecisionDebugger:
 
     def _reset_step(self):
         self._seen = {}
+        self._tensor_data = {}  # task tensor: id(leaf) -> (leaf, its tensor's host copy)
         self._data = {}
         self._stacks = {}     # entry -> frames (as tuples)
         self._construct = {}
@@ -316,6 +318,10 @@ class PrecisionDebugger:
                 return seen[1]
             leaf = _C.msprobe.tensor_leaf(v, md5)
             self._seen[key] = (weakref.ref(v), leaf)  # a weak reference: the tensor lives no longer
+            if self.task == "tensor":
+                # The data as it is now (an in-place op may change it before the step's files are
+                # written), on the host: a dump opens on any machine.
+                self._tensor_data[id(leaf)] = (leaf, v.detach().to("cpu", copy=True))
             return leaf
         if v is None or depth > 8:
             return None
@@ -478,11 +484,43 @@ class PrecisionDebugger:
         rank = _rank()
         return os.path.join(self.dump_path, f"step{self.current_step}", "rank" if rank is None else f"rank{rank}")
 
+    def _tensor_files(self):
+        """Task tensor: each tensor of each entry gets msprobe's file name (``{entry}.input.0.pt``,
+        ``{entry}.input.{kwarg}.pt``, ``{entry}.output.1.2.pt`` for nested values) in a leaf of its
+        own (a tensor met by two entries is one leaf, saved twice); returns (name, tensor) pairs."""
+        files = []
+
+        def name(value, stem):
+            if isinstance(value, dict) and value.get("type") == "torch.Tensor":
+                held = self._tensor_data.get(id(value))
+                if held is None or held[0] is not value:
+                    return value
+                leaf = dict(value)
+                leaf["data_name"] = stem + ".pt"
+                files.append((leaf["data_name"], held[1]))
+                return leaf
+            if isinstance(value, list):
+                return [name(v, f"{stem}.{i}") for i, v in enumerate(value)]
+            if isinstance(value, dict):
+                return {k: name(v, f"{stem}.{k}") for k, v in value.items()}
+            return value
+
+        for entry, record in self._data.items():
+            for key, value in list(record.items()):
+                io = "input" if key.startswith("input") else "output"
+                if key == "input_kwargs":
+                    record[key] = {k: name(v, f"{entry}.{io}.{k}") for k, v in value.items()}
+                else:
+                    record[key] = [name(v, f"{entry}.{io}.{i}") for i, v in enumerate(value)]
+        self._tensor_data = {}
+        return files
+
     def _write(self):
         if not self._data:
             return
         self._wait_written()
-        job = (self._folder(), self._data, self._stacks, self._construct if self.level != "L1" else {})
+        files = self._tensor_files() if self.task == "tensor" else []
+        job = (self._folder(), self._data, self._stacks, self._construct if self.level != "L1" else {}, files)
         self._writer = threading.Thread(target=self._write_files, args=job, name="msprobe-dump", daemon=False)
         self._writer.start()
 
@@ -495,10 +533,16 @@ class PrecisionDebugger:
                 e, self._write_error = self._write_error, None
                 raise e
 
-    def _write_files(self, folder, data, stack_frames, construct):
+    def _write_files(self, folder, data, stack_frames, construct, files):
         try:
             os.makedirs(folder, exist_ok=True)
-            dump = {"task": self.task, "level": self.level, "framework": "pytorch", "dump_data_dir": None,
+            data_dir = None
+            if files:
+                data_dir = os.path.join(os.path.abspath(folder), "dump_tensor_data")
+                os.makedirs(data_dir, exist_ok=True)
+                for file_name, tensor in files:
+                    _torch.save(tensor, os.path.join(data_dir, file_name))
+            dump = {"task": self.task, "level": self.level, "framework": "pytorch", "dump_data_dir": data_dir,
                     "data": data}
             # json.dumps: its C encoder (json.dump and an indent take the Python one, 10x slower).
             with open(os.path.join(folder, "dump.json"), "w", encoding="utf-8") as f:
@@ -516,8 +560,9 @@ class PrecisionDebugger:
                 f.write(json.dumps(stacks))
             with open(os.path.join(folder, "construct.json"), "w", encoding="utf-8") as f:
                 f.write(json.dumps({k: v for k, v in construct.items() if k in data}))
-        except OSError as e:
-            self._write_error = OSError(f"{folder}: cannot write the msprobe dump: {e.strerror or e}")
+        except (OSError, RuntimeError) as e:  # torch.save reports a full disk as a RuntimeError
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
+            self._write_error = OSError(f"{folder}: cannot write the msprobe dump: {reason}")
 
 
 def seed_all(seed=1234, mode=False, rm_dropout=False):

@@ -126,6 +126,54 @@ def test_md5_is_the_crc32_of_the_bytes_and_overflow_check_keeps_overflows(tmp_pa
     assert sorted(data["data"]) == ["Torch.div.0.forward", "Torch.mul.0.forward"]
 
 
+@pytest.mark.parametrize("device", ["cpu", "npu"])
+def test_tensor_task_saves_each_tensor_as_msprobe_names_it(tmp_path, device):
+    """task tensor: every tensor leaf of dump.json names its file in dump_tensor_data/, which
+    torch.load reads back as the tensor the call saw (on the host), with the leaf's dtype, shape
+    and statistics; an in-place change after the call does not reach the saved input."""
+    folder, seen = train_step(tmp_path, device=device, task="tensor")
+    dump = load(folder)
+    assert dump["task"] == "tensor"
+    data_dir = dump["dump_data_dir"]
+    assert data_dir == os.path.join(os.path.abspath(folder), "dump_tensor_data")
+    named = 0
+
+    def check(leaf, expected_name):
+        nonlocal named
+        if isinstance(leaf, list):
+            for i, v in enumerate(leaf):
+                check(v, f"{expected_name}.{i}")
+            return
+        if not isinstance(leaf, dict) or leaf.get("type") != "torch.Tensor":
+            return
+        assert leaf["data_name"] == expected_name + ".pt"
+        t = torch.load(os.path.join(data_dir, leaf["data_name"]))
+        assert t.device.type == "cpu"
+        assert str(t.dtype) == leaf["dtype"] and list(t.shape) == leaf["shape"]
+        if t.numel() and t.is_floating_point():
+            assert t.double().max().item() == pytest.approx(leaf["Max"], rel=1e-6, abs=1e-12)
+            assert t.double().norm().item() == pytest.approx(leaf["Norm"], rel=1e-6, abs=1e-12)
+        named += 1
+
+    for entry, record in dump["data"].items():
+        for key, value in record.items():
+            io = "input" if key.startswith("input") else "output"
+            if key == "input_kwargs":
+                for k, v in value.items():
+                    check(v, f"{entry}.{io}.{k}")
+            else:
+                for i, v in enumerate(value):
+                    check(v, f"{entry}.{io}.{i}")
+    files = sorted(os.listdir(data_dir))
+    assert named == len(files) and named > 20, (named, len(files))
+    # The fc module's output, file for file the tensor the model produced.
+    out = torch.load(os.path.join(data_dir, "Module.fc.Linear.forward.0.output.0.pt"))
+    assert torch.equal(out, seen["fc"].cpu())
+    # The ReLU is in place: its input file holds the values before it (negatives kept).
+    relu_in = torch.load(os.path.join(data_dir, "Functional.relu.0.forward.input.0.pt"))
+    assert relu_in.min().item() < 0
+
+
 def test_npu_under_o2_against_the_cpu_names_the_first_divergent_api(tmp_path, cli):
     example = os.path.join(ROOT, "examples", "ascend", "msprobe_resnet50.py")
     for device in ("npu", "cpu"):
