@@ -536,12 +536,7 @@ class PrecisionDebugger:
     def _write_files(self, folder, data, stack_frames, construct, files):
         try:
             os.makedirs(folder, exist_ok=True)
-            data_dir = None
-            if files:
-                data_dir = os.path.join(os.path.abspath(folder), "dump_tensor_data")
-                os.makedirs(data_dir, exist_ok=True)
-                for file_name, tensor in files:
-                    _torch.save(tensor, os.path.join(data_dir, file_name))
+            data_dir = os.path.join(os.path.abspath(folder), "dump_tensor_data") if files else None
             dump = {"task": self.task, "level": self.level, "framework": "pytorch", "dump_data_dir": data_dir,
                     "data": data}
             # json.dumps: its C encoder (json.dump and an indent take the Python one, 10x slower).
@@ -560,9 +555,20 @@ class PrecisionDebugger:
                 f.write(json.dumps(stacks))
             with open(os.path.join(folder, "construct.json"), "w", encoding="utf-8") as f:
                 f.write(json.dumps({k: v for k, v in construct.items() if k in data}))
-        except (OSError, RuntimeError) as e:  # torch.save reports a full disk as a RuntimeError
-            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
-            self._write_error = OSError(f"{folder}: cannot write the msprobe dump: {reason}")
+            # The tensors last: when the disk fills, the statistics of every call are written.
+            if files:
+                os.makedirs(data_dir, exist_ok=True)
+            for file_name, tensor in files:
+                where = os.path.join(data_dir, file_name)
+                # Through a Python file: torch 1.13's torch.save(tensor, path) drops write errors
+                # (a full disk leaves a truncated file and no error); a file object reports them.
+                try:
+                    with open(where, "wb") as f:
+                        _torch.save(tensor, f)
+                except OSError as e:
+                    raise OSError(e.errno, f"{file_name}: {e.strerror or e}") from None
+        except OSError as e:
+            self._write_error = OSError(f"{folder}: cannot write the msprobe dump: {e.strerror or e}")
 
 
 def seed_all(seed=1234, mode=False, rm_dropout=False):

@@ -174,6 +174,28 @@ def test_tensor_task_saves_each_tensor_as_msprobe_names_it(tmp_path, device):
     assert relu_in.min().item() < 0
 
 
+def test_tensor_task_on_a_full_disk_keeps_the_statistics_and_says_which_file(tmp_path):
+    """A tensor file that cannot be written (here: it leads to /dev/full, which refuses every
+    write with ENOSPC) ends the step's dump with one line naming the file; dump.json, written
+    first, keeps every call's statistics."""
+    folder = tmp_path / "step0" / "rank"
+    (folder / "dump_tensor_data").mkdir(parents=True)
+    os.symlink("/dev/full", str(folder / "dump_tensor_data" / "Torch.matmul.0.forward.output.0.pt"))
+    dbg = PrecisionDebugger(dump_path=str(tmp_path), task="tensor", level="L1")
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    dbg.start()
+    torch.matmul(x, x.t())
+    dbg.stop()
+    dbg.step()
+    with pytest.raises(OSError) as e:
+        dbg.close()
+    message = str(e.value)
+    assert "\n" not in message
+    assert "cannot write the msprobe dump" in message and "Torch.matmul.0.forward.output.0.pt" in message, message
+    data = load(str(folder))["data"]
+    assert data["Torch.matmul.0.forward"]["output"][0]["Max"] == 50.0  # [[5, 14], [14, 50]]
+
+
 def test_npu_under_o2_against_the_cpu_names_the_first_divergent_api(tmp_path, cli):
     example = os.path.join(ROOT, "examples", "ascend", "msprobe_resnet50.py")
     for device in ("npu", "cpu"):
