@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "npuscope/analysis/compare.h"
 #include "npuscope/analysis/perf_compare.h"
+#include "npuscope/import/acl_dump.h"
 #include "npuscope/import/import.h"
 #include "npuscope/import/msprobe.h"
 #include "npuscope/store/damage_warning.h"
@@ -139,7 +140,7 @@ Status runPerfCompare(const CompareArgs& args, TraceReader& ra, int64_t run_a, T
   return Status::ok();
 }
 
-// A side of the compare given as an msprobe dump folder: imported into a trace file of its own
+// A side of the compare given as an msprobe dump folder or an Ascend ACL dump folder: imported into a trace file of its own
 // for the compare's length, removed after.
 class ImportedSide {
  public:
@@ -150,7 +151,7 @@ class ImportedSide {
   }
   // The trace file to read for PATH: PATH itself, or the file an msprobe folder was imported into.
   StatusOr<std::string> fileFor(const std::string& path) {
-    if (import::msprobeFolders(path).empty()) return path;
+    if (import::msprobeFolders(path).empty() && import::aclDumpFiles(path).empty()) return path;
     const char* tmp = std::getenv("TMPDIR");
     std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/npuscope-compare-XXXXXX";
     std::vector<char> name(pattern.begin(), pattern.end());

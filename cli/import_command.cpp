@@ -83,6 +83,12 @@ int runImport(const ImportOptions& o) {
       for (const std::string& n : r.notes) std::printf("import: %s\n", n.c_str());
       continue;
     }
+    if (r.source == "acl_dump") {
+      std::printf("  %lld dumped ops, %lld tensors with their data, %lld steps (compare: npuscope compare %s OTHER)\n",
+                  static_cast<long long>(r.dump_entries), static_cast<long long>(r.dump_tensors),
+                  static_cast<long long>(r.steps), db.c_str());
+      continue;
+    }
     std::printf("  %lld host ops, %lld device tasks (%lld linked to the host op that launched them), %lld steps, "
                 "%lld memory samples\n",
                 static_cast<long long>(r.host_ops), static_cast<long long>(r.device_tasks),

@@ -23,6 +23,7 @@
 #include "json_stream.h"
 #include "npuscope/import/msprobe.h"
 #include "npuscope/store/trace_writer.h"
+#include "acl_dump_import.h"
 #include "ascend_csv.h"
 #include "text.h"
 #include "torch_npu_db.h"
@@ -558,6 +559,7 @@ StatusOr<CsvTable> kernelDetailsTable(const std::string& path) {
 
 StatusOr<std::string> detectFormat(const std::string& path) {
   if (!msprobeFolders(path).empty()) return std::string("msprobe");
+  if (!ascendFolder(path) && !aclDumpFiles(path).empty()) return std::string("acl_dump");
   ASSIGN_OR_RETURN(std::vector<RankSource> ranks, sourcesOf(path));
   if (isDir(path) && !ascendFolder(path)) return std::string("cluster");
   return ranks.front().format == "kineto" ? std::string("kineto") : std::string("torch_npu");
@@ -645,6 +647,11 @@ StatusOr<Summary> importMsprobe(const std::vector<MsprobeFolder>& folders, const
 StatusOr<Summary> importPath(const std::string& path, const std::string& db, const Options& options) {
   if (const std::vector<MsprobeFolder> folders = msprobeFolders(path); !folders.empty()) {
     return importMsprobe(folders, db, options);
+  }
+  if (!ascendFolder(path)) {
+    if (const std::vector<AclDumpFile> files = aclDumpFiles(path); !files.empty()) {
+      return importAclDump(path, files, db, options);
+    }
   }
   ASSIGN_OR_RETURN(std::vector<RankSource> ranks, sourcesOf(path));
   const bool cluster = isDir(path) && !ascendFolder(path);

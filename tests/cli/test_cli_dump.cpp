@@ -5,11 +5,14 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "cli_run.h"
 
@@ -99,6 +102,64 @@ TEST(CliDump, DumpListShowExportAndCompare) {
   ASSERT_EQ(diff_u.exit_code, 0) << diff_u.out;
   const auto first = [](const std::string& out) { return out.substr(out.find("first divergent op: ")).substr(0, 60); };
   EXPECT_EQ(first(diff_u.out), first(diff.out));
+}
+
+// The Ascend-format files a dump_path receives compare as the runs that wrote them: a folder
+// against its own trace file is clean, an O2 folder against an O0 folder names the same first
+// divergent op as the two trace files do, and a damaged file is one line naming it.
+TEST(CliDump, AclDumpFoldersCompareLikeTheirRuns) {
+  const std::string dir_a = scratchPath("acl_a"), dir_b = scratchPath("acl_b");
+  const std::string a = scratchPath("acl_a.db"), b = scratchPath("acl_b.db");
+  ASSERT_EQ(run(std::string(kTrain) + " --opt-level O0 --dump-config " + aclJson(dir_a, "tensor") + " --db " + a).exit_code, 0);
+  ASSERT_EQ(run(std::string(kTrain) + " --opt-level O2 --dump-config " + aclJson(dir_b, "tensor", " ") + " --db " + b).exit_code, 0);
+  const std::string imported = scratchPath("acl_a_imported.db");
+  CliRun r = run("import -q " + dir_a + " --db " + imported);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("(acl_dump)"), std::string::npos) << r.out;
+  EXPECT_EQ(sqlInt(imported, "SELECT count(*) FROM tensor_dumps"), sqlInt(a, "SELECT count(*) FROM tensor_dumps"));
+  EXPECT_EQ(sqlInt(imported, "SELECT count(*) FROM tensor_dumps WHERE length(data) > 0"),
+            sqlInt(imported, "SELECT count(*) FROM tensor_dumps"))
+      << "every tensor keeps its data";
+  CliRun same = run("compare " + dir_a + " " + a);
+  ASSERT_EQ(same.exit_code, 0) << same.out;
+  EXPECT_NE(same.out.find("first divergent op: none"), std::string::npos) << same.out;
+  EXPECT_NE(same.out.find(" 0 warning, 0 error, 0 not compared"), std::string::npos) << same.out;
+  CliRun folders = run("compare " + dir_b + " " + dir_a);
+  CliRun files = run("compare " + b + " " + a);
+  ASSERT_EQ(folders.exit_code, 0) << folders.out;
+  ASSERT_EQ(files.exit_code, 0) << files.out;
+  // The forward tensors' rows agree metric for metric (the step column aside: the folders have
+  // no step number, their one dumped step is step 0). The backward ones need not: a folder does
+  // not say the run's loss scale, so an O2 folder's gradients compare scaled, as with msprobe.
+  const auto forwardRows = [](const std::string& out) {
+    std::vector<std::string> rows;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find(".forward.") == std::string::npos) continue;
+      const size_t name = line.find_first_not_of(' ', line.find_first_not_of(' '));
+      rows.push_back(line.substr(line.find(' ', name)));
+    }
+    std::sort(rows.begin(), rows.end());
+    return rows;
+  };
+  const std::vector<std::string> from_folders = forwardRows(folders.out), from_files = forwardRows(files.out);
+  EXPECT_GT(from_files.size(), 10u) << files.out;
+  // Every forward row the trace files' compare lists is in the folders' (which list more: the
+  // loss scale's fill_ and mul, passing in the files' compare once divided by the scale).
+  EXPECT_TRUE(std::includes(from_folders.begin(), from_folders.end(), from_files.begin(), from_files.end()))
+      << folders.out << "\n---\n" << files.out;
+  EXPECT_EQ(folders.out.find("first divergent op: none"), std::string::npos) << folders.out;
+  // A file cut short: the compare stops with one line that names it.
+  std::string victim;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir_a)) {
+    if (e.is_regular_file() && e.path().filename().string().rfind("addmm.addmm.0.forward.", 0) == 0) victim = e.path();
+  }
+  ASSERT_FALSE(victim.empty());
+  std::filesystem::resize_file(victim, std::filesystem::file_size(victim) - 7);
+  CliRun bad = run("compare " + dir_a + " " + a);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find(victim), std::string::npos) << bad.out;
+  EXPECT_EQ(std::count(bad.out.begin(), bad.out.end(), '\n'), 1) << bad.out;
 }
 
 TEST(CliDump, EnvironmentVariableTurnsDumpingOn) {

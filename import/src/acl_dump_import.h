@@ -1,0 +1,17 @@
+// importPath's part for Ascend ACL dump folders (acl_dump.h): each device's files as a run.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "npuscope/import/acl_dump.h"
+#include "npuscope/import/import.h"
+
+namespace npuscope::import {
+
+// Writes one run per device of `files` (aclDumpFiles of `root`) into `db`. A file that does not
+// decode fails the import with its one-line reason (the run it was in is marked failed).
+StatusOr<Summary> importAclDump(const std::string& root, const std::vector<AclDumpFile>& files, const std::string& db,
+                                const Options& options);
+
+}  // namespace npuscope::import
