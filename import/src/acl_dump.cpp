@@ -16,7 +16,8 @@
 namespace npuscope::import {
 namespace {
 
-bool allDigits(const std::string& s, size_t max = 20) {
+// At most 19 digits by default: every such number fits 64 bits (std::stoull throws beyond).
+bool allDigits(const std::string& s, size_t max = 19) {
   return !s.empty() && s.size() <= max && s.find_first_not_of("0123456789") == std::string::npos;
 }
 
@@ -32,8 +33,9 @@ std::vector<std::string> split(const std::string& s, char c) {
   return out;
 }
 
-// `file`'s name read as a dump file's, with the folders between the search root and it.
-bool parseName(const std::string& file, const std::vector<std::string>& folders, AclDumpFile* out) {
+}  // namespace
+
+bool parseAclDumpName(const std::string& file, const std::vector<std::string>& folders, AclDumpFile* out) {
   const std::vector<std::string> parts = split(baseName(file), '.');
   if (parts.size() < 5 || parts.front().empty()) return false;
   const size_t n = parts.size();
@@ -54,12 +56,14 @@ bool parseName(const std::string& file, const std::vector<std::string>& folders,
   return true;
 }
 
+namespace {
+
 void walk(const std::string& dir, std::vector<std::string>& folders, int depth, std::vector<AclDumpFile>& out) {
   for (const std::string& name : listDir(dir)) {
     const std::string p = join(dir, name);
     AclDumpFile f;
     if (isFile(p)) {
-      if (parseName(p, folders, &f)) out.push_back(std::move(f));
+      if (parseAclDumpName(p, folders, &f)) out.push_back(std::move(f));
     } else if (depth < 8 && isDir(p)) {
       folders.push_back(name);
       walk(p, folders, depth + 1, out);
@@ -75,7 +79,7 @@ std::vector<AclDumpFile> aclDumpFiles(const std::string& path) {
   std::vector<std::string> folders;
   if (isFile(path)) {
     AclDumpFile f;
-    if (parseName(path, folders, &f)) out.push_back(std::move(f));
+    if (parseAclDumpName(path, folders, &f)) out.push_back(std::move(f));
   } else if (isDir(path)) {
     walk(path, folders, 0, out);
   }

@@ -24,6 +24,11 @@ struct AclDumpFile {
   int64_t step = -1;       // the step folder of the real layout, -1 when none
 };
 
+// Reads `file`'s name (its last path component) as a dump file's, `folders` being the folders
+// between the search root and it (the time folder, the device, the real layout's step); false
+// when it is not one.
+bool parseAclDumpName(const std::string& file, const std::vector<std::string>& folders, AclDumpFile* out);
+
 // The dump files under PATH (searched 8 folders deep; PATH may be one file): every regular file
 // whose name has at least five dot-separated parts, the last three numbers. Sorted by device,
 // step, time stamp and task id. Empty when PATH holds none.
