@@ -369,6 +369,7 @@ constexpr int64_t kSeen = 1;            // allocated while this session recorded
 constexpr int64_t kInOp = 2;            // inside an op
 constexpr int64_t kBackwardOp = 4;      // the op was backward work
 constexpr int64_t kAfterBackward = 8;   // the step had run backward work before
+constexpr int64_t kWrittenLive = 16;    // its row was written while it was live (writeLiveEarly)
 
 // Per device: read by the allocating threads, written at the session's start and stop (and
 // `rec` under g_peak_mu).
@@ -381,6 +382,8 @@ std::mutex g_peak_mu;
 DevicePeak g_devices[npu::kMaxDevices];
 std::atomic<uint64_t> g_peak_allocated[npu::kMaxDevices];
 std::atomic<int64_t> g_session_start_ns{0};
+std::atomic<bool> g_live_written{false};      // writeLiveEarly ran this session
+std::atomic<int64_t> g_first_kept_step{-1};  // the step that began kept, -1: none yet
 
 // The category of an untagged block `now` (the current epoch: at a free, or of a snapshot of
 // live blocks). Documented in docs/memory.md.
@@ -464,6 +467,7 @@ void onBlock(npu::BlockEvent event, const npu::BlockInfo& b, uint64_t seq, uint6
   MemoryBlockRecord r = blockRecord(b, false);
   r.free_seq = static_cast<int64_t>(seq);
   r.free_ns = nowNs();
+  r.update = (b.words[3] & kWrittenLive) != 0;
   Claim claim(ts, 1);
   ts.blocks.push_back(std::move(r));
   if (ts.blocks.size() >= 1024) {
@@ -495,6 +499,8 @@ void onOom(int device, uint64_t requested, uint64_t seq, const std::string& mess
 // there) and peaks from zero.
 void startMemory() {
   g_session_start_ns.store(nowNs());
+  g_live_written.store(false);
+  g_first_kept_step.store(-1);
   g_phase_backward.store(false);
   g_after_backward.store(false);
   for (int d = 0; d < npu::kMaxDevices; ++d) {
@@ -512,11 +518,30 @@ void startMemory() {
 struct LiveBlocks {
   std::vector<MemoryBlockRecord>* out;
 };
+// A row for each live block not written yet, which is then marked written.
 void collectLive(const npu::BlockInfo& b, void* arg) {
+  if (b.words[3] & kWrittenLive) return;
   static_cast<LiveBlocks*>(arg)->out->push_back(blockRecord(b, true));
+  b.words[3] |= kWrittenLive;
 }
 
-// At the session's end: a row for every block still live, and each device's peak.
+// Once a session, after its first kept step: a row for every block live then (parameters,
+// master weights, optimizer state: what lives to the end), written while the disk has room, so
+// that a run ended by a full disk keeps what filled its memory. A block freed later has its
+// free set on that row (MemoryBlockRecord::update).
+void writeLiveEarly(TraceWriter* w) {
+  if (g_live_written.exchange(true)) return;
+  for (int d = 0; d < npu::kMaxDevices; ++d) {
+    if (!g_devices[d].active.load()) continue;
+    std::vector<MemoryBlockRecord> live;
+    LiveBlocks arg{&live};
+    npu::for_each_live_block(d, &collectLive, &arg);
+    w->addMemoryBlocks(std::move(live));
+  }
+}
+
+// At the session's end: a row for every block still live (those not written before), and each
+// device's peak.
 void stopMemory(TraceWriter* w) {
   npu::set_block_observer(nullptr);
   npu::set_oom_observer(nullptr);
@@ -613,6 +638,17 @@ void removeCallbacksForBaseline() {
 }
 
 void setStep(int64_t step) {
+  // The session's first kept step has ended: the long-lived blocks are written now
+  // (writeLiveEarly).
+  if (g_memory.load(std::memory_order_relaxed) && g_keep.load(std::memory_order_relaxed) &&
+      !g_live_written.load(std::memory_order_relaxed)) {
+    const int64_t first = g_first_kept_step.load(std::memory_order_relaxed);
+    if (first < 0) {
+      g_first_kept_step.store(step, std::memory_order_relaxed);
+    } else if (first != step) {
+      if (TraceWriter* w = g_writer.load()) writeLiveEarly(w);
+    }
+  }
   g_step.store(step);
   g_after_backward.store(false, std::memory_order_relaxed);
 }

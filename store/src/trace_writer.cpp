@@ -359,6 +359,9 @@ Status TraceWriter::prepareStatements() {
       " largest_cached, peak_op_id, peak_step, capacity) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(statements_.insert_oom_, prepare(db,
       "INSERT INTO memory_ooms(run_id, device, seq, ts_ns, requested, op_id, step, message) VALUES (?,?,?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(statements_.update_mem_block_, prepare(db,
+      "UPDATE memory_blocks SET free_seq=?1, free_ns=?2, category=?3 WHERE run_id=?4 AND device=?5 AND alloc_seq=?6"
+      " AND address=?7 AND free_seq IS NULL"));
   ASSIGN_OR_RETURN(statements_.insert_component_, prepare(db,
       "INSERT INTO memory_components(run_id, device, component, ts_ns, reserved) VALUES (?,?,?,?,?)"));
   ASSIGN_OR_RETURN(statements_.insert_block_, prepare(db,
@@ -743,6 +746,26 @@ Status TraceWriter::write(Item& item) {
   }
   if (auto* blocks = std::get_if<std::vector<MemoryBlockRecord>>(&item)) {
     if (run < 0) return failedPrecondition("memory blocks before beginRun");
+    // Frees of blocks whose rows were written while live: set on those rows (a row not found,
+    // which the recorder's order makes unlikely, is inserted whole).
+    const auto updates = std::stable_partition(blocks->begin(), blocks->end(),
+                                               [](const MemoryBlockRecord& b) { return !b.update; });
+    for (auto it = updates; it != blocks->end(); ++it) {
+      sqlite3_stmt* st = statements_.update_mem_block_.get();
+      bindOptionalInt(st, 1, it->free_seq, -1);
+      bindOptionalInt(st, 2, it->free_ns, -1);
+      sqlite3_bind_int(st, 3, it->category);
+      sqlite3_bind_int64(st, 4, run);
+      sqlite3_bind_int(st, 5, it->device);
+      sqlite3_bind_int64(st, 6, it->alloc_seq);
+      sqlite3_bind_int64(st, 7, static_cast<int64_t>(it->address));
+      RETURN_IF_ERROR(stepStatement(db, st));
+      if (sqlite3_changes(db) == 0) {
+        bindMemoryBlock(statements_.insert_mem_block_.get(), 0, *it);
+        RETURN_IF_ERROR(stepStatement(db, statements_.insert_mem_block_.get()));
+      }
+    }
+    blocks->erase(updates, blocks->end());
     size_t at = 0;
     for (; at + kMemoryPerInsert <= blocks->size(); at += kMemoryPerInsert) {
       sqlite3_stmt* st = statements_.insert_mem_blocks_.get();

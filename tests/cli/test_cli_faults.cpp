@@ -223,6 +223,12 @@ TEST(CliInjectedDiskFull, ATraceFileThatCannotGrowKeepsItsStepsAndEndsFailed) {
                                 "npuscope: error: "))
       << r.out;
   EXPECT_EQ(sqlInt(db, "SELECT json_extract(results_json, '$.steps') FROM runs"), 900);
+  // Memory by owner: the blocks that live to the end were written after the first step, not at
+  // the stop the full disk prevented: the parameters and their gradients (fp32 both, O0) are in
+  // the file, the same bytes each.
+  const int64_t params = sqlInt(db, "SELECT sum(requested) FROM memory_blocks WHERE free_seq IS NULL AND category = 1");
+  EXPECT_GT(params, 100000);
+  EXPECT_EQ(sqlInt(db, "SELECT sum(requested) FROM memory_blocks WHERE free_seq IS NULL AND category = 3"), params);
   EXPECT_GT(std::stod(sqlText(db, "SELECT json_extract(results_json, '$.test_accuracy') FROM runs")), 0.5);
   // A step after the failure tells it when it happens (ASignalAfterTheDiskFilledTellsBoth), once;
   // whether a step came after it depends on when the failing commit ran.

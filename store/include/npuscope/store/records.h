@@ -77,6 +77,8 @@ struct MemoryBlockRecord {
   uint64_t address = 0;
   int32_t device = 0;
   uint8_t category = 0;    // npu::MemoryCategory's value (memory_categories.id)
+  bool update = false;     // its row was written while it was live: this one sets its free
+                           // (free_seq, free_ns, category) on that row
   std::string owner;       // "": none
 };
 

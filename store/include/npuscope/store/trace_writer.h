@@ -167,7 +167,7 @@ class TraceWriter {
   // Finalized together by close(), before the connection closes.
   struct Statements {
     ScopedStmt insert_op_, insert_ops_, insert_block_, insert_step_, insert_overflow_, insert_collective_,
-        insert_memory_, insert_memories_, insert_mem_block_, insert_mem_blocks_, insert_mem_device_, insert_oom_, insert_component_,
+        insert_memory_, insert_memories_, insert_mem_block_, insert_mem_blocks_, insert_mem_device_, insert_oom_, insert_component_, update_mem_block_,
         insert_dump_, insert_entry_, insert_task_, insert_tasks_, insert_string_, insert_run_,
         end_run_, begin_, commit_;
   } statements_;
