@@ -173,8 +173,12 @@ StatusOr<Summary> importAclDump(const std::string& root, const std::vector<AclDu
     RETURN_IF_ERROR(writer->endRun("completed", "", 0));
     summary.runs.push_back(std::move(run));
   }
-  RETURN_IF_ERROR(writer->flush());
-  const Status closed = writer->close();
+  return finishImport(*writer, std::move(summary));
+}
+
+StatusOr<Summary> finishImport(TraceWriter& writer, Summary summary) {
+  RETURN_IF_ERROR(writer.flush());
+  const Status closed = writer.close();
   if (!closed.isOk()) summary.warning = closed.message();
   return summary;
 }

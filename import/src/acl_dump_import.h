@@ -1,4 +1,5 @@
-// importPath's part for Ascend ACL dump folders (acl_dump.h): each device's files as a run.
+// importPath's part for Ascend ACL dump folders (acl_dump.h): each device's files as a run; and
+// the end every import shares.
 #pragma once
 
 #include <string>
@@ -6,8 +7,13 @@
 
 #include "npuscope/import/acl_dump.h"
 #include "npuscope/import/import.h"
+#include "npuscope/store/trace_writer.h"
 
 namespace npuscope::import {
+
+// The end of every import: the writer flushed and closed; a last checkpoint that failed for
+// lack of room becomes the summary's warning (the runs are in the file's WAL).
+StatusOr<Summary> finishImport(TraceWriter& writer, Summary summary);
 
 // Writes one run per device of `files` (aclDumpFiles of `root`) into `db`. A file that does not
 // decode fails the import with its one-line reason (the run it was in is marked failed).

@@ -636,10 +636,7 @@ StatusOr<Summary> importMsprobe(const std::vector<MsprobeFolder>& folders, const
     summary.runs.push_back(std::move(run));
   }
   if (!writer) return invalidArgument("no msprobe dump folder");
-  RETURN_IF_ERROR(writer->flush());
-  const Status closed = writer->close();
-  if (!closed.isOk()) summary.warning = closed.message();
-  return summary;
+  return finishImport(*writer, std::move(summary));
 }
 
 }  // namespace
@@ -700,10 +697,7 @@ StatusOr<Summary> importPath(const std::string& path, const std::string& db, con
     }
     summary.runs.push_back(std::move(run));
   }
-  RETURN_IF_ERROR(writer->flush());
-  const Status closed = writer->close();
-  if (!closed.isOk()) summary.warning = closed.message();
-  return summary;
+  return finishImport(*writer, std::move(summary));
 }
 
 }  // namespace npuscope::import

@@ -529,14 +529,16 @@ void collectLive(const npu::BlockInfo& b, void* arg) {
 // master weights, optimizer state: what lives to the end), written while the disk has room, so
 // that a run ended by a full disk keeps what filled its memory. A block freed later has its
 // free set on that row (MemoryBlockRecord::update).
+void writeLiveBlocks(TraceWriter* w, int device) {
+  std::vector<MemoryBlockRecord> live;
+  LiveBlocks arg{&live};
+  npu::for_each_live_block(device, &collectLive, &arg);
+  w->addMemoryBlocks(std::move(live));
+}
 void writeLiveEarly(TraceWriter* w) {
   if (g_live_written.exchange(true)) return;
   for (int d = 0; d < npu::kMaxDevices; ++d) {
-    if (!g_devices[d].active.load()) continue;
-    std::vector<MemoryBlockRecord> live;
-    LiveBlocks arg{&live};
-    npu::for_each_live_block(d, &collectLive, &arg);
-    w->addMemoryBlocks(std::move(live));
+    if (g_devices[d].active.load()) writeLiveBlocks(w, d);
   }
 }
 
@@ -548,10 +550,7 @@ void stopMemory(TraceWriter* w) {
   npu::set_block_classifier(nullptr);
   for (int d = 0; d < npu::kMaxDevices; ++d) {
     if (!g_devices[d].active.load()) continue;
-    std::vector<MemoryBlockRecord> live;
-    LiveBlocks arg{&live};
-    npu::for_each_live_block(d, &collectLive, &arg);
-    w->addMemoryBlocks(std::move(live));
+    writeLiveBlocks(w, d);
     MemoryDeviceRecord r;
     {
       std::lock_guard<std::mutex> lock(g_peak_mu);
