@@ -203,6 +203,15 @@ void printWhere(TraceReader& r, int64_t run, const std::string& entry, int64_t s
     if (!found && e.name == entry) found = &e;
   }
   if (!found) return;
+  if (found->op_id >= 0) {
+    // Dumped inside a recording: the op the call became, to find on the timeline.
+    auto op = r.opById(found->op_id);
+    if (op.isOk()) {
+      std::printf("  recorded as: op %lld %.*s (step %lld, %.3f ms long)\n", static_cast<long long>(op->id),
+                  static_cast<int>(op->name.size()), op->name.data(), static_cast<long long>(op->step),
+                  static_cast<double>(op->dur_ns) / 1e6);
+    }
+  }
   std::vector<std::string> chain;
   for (std::string p = found->parent; !p.empty() && chain.size() < 64; p = parent.count(p) ? parent[p] : "") chain.push_back(p);
   if (!chain.empty()) {

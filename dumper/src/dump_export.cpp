@@ -94,7 +94,7 @@ StatusOr<size_t> exportDumps(TraceReader& reader, const ExportOptions& options) 
       if (options.step && d.step != *options.step) continue;
       ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, payloadOf(d));
       if (d.data_bytes == 0) continue;
-      RETURN_IF_ERROR(writeNpy(stepDir(d.step) + "/" + d.op_name + "." + d.io + "." + std::to_string(d.idx) + ".npy",
+      RETURN_IF_ERROR(writeNpy(stepDir(d.step) + "/" + d.op_name + "." + d.argName() + ".npy",
                                d.dtype, d.shape, bytes));
       ++files;
     }

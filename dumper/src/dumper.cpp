@@ -544,6 +544,19 @@ struct Dumper::Impl {
   }
 };
 
+bool tensorPayload(const at::Tensor& t, std::vector<uint8_t>* bytes) {
+  CapturedTensor c;
+  if (!describe(t, &c)) return false;
+  bytes->resize(c.bytes);
+  if (c.bytes == 0) return true;
+  if (t.is_contiguous()) {
+    std::memcpy(bytes->data(), t.data_ptr(), c.bytes);
+  } else {
+    gather(t, bytes->data());
+  }
+  return true;
+}
+
 MsprobeStats msprobeStats(const at::Tensor& t, bool with_crc32) {
   MsprobeStats out;
   CapturedTensor c;

@@ -82,6 +82,10 @@ struct ThreadState {
   std::unordered_map<uint64_t, ShapeIds> shapes;
   std::unordered_map<uint64_t, int64_t> cost;  // (name, shapes) -> modeled device ns
   int32_t depth = 0;  // frames on the stack that are recorded (merged frames do not count)
+  // Watches (watchBegin): the stack size each waits at and the first op id started there (-1:
+  // none yet); `waiting` counts those still without one, so onStart tests one integer.
+  std::vector<std::pair<size_t, int64_t>> watches;
+  int32_t waiting = 0;
   // Who may touch buf/memory: 0 nobody, 1 the owning thread (appending), 2 a flusher (step
   // boundary or stop). Uncontended, a claim is one compare-exchange.
   std::atomic<int> claim{0};
@@ -296,6 +300,14 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     if (f.device >= 0) ++ts.stack.back().npu_children;
   }
   ++ts.depth;
+  if (ts.waiting > 0) {
+    for (auto& w : ts.watches) {
+      if (w.second < 0 && w.first == ts.stack.size()) {
+        w.second = f.id;
+        --ts.waiting;
+      }
+    }
+  }
   f.start_ns = nowNs();
   ts.stack.push_back(f);
   return nullptr;
@@ -700,6 +712,24 @@ bool currentOp(CurrentOp* out) {
   out->name = f.name;
   out->backward = f.backward;
   return true;
+}
+
+size_t watchBegin() {
+  ThreadState& ts = threadState();
+  ts.watches.emplace_back(ts.stack.size(), -1);
+  ++ts.waiting;
+  return ts.watches.size() - 1;
+}
+
+int64_t watchEnd(size_t handle) {
+  ThreadState& ts = threadState();
+  if (handle >= ts.watches.size()) return -1;
+  const int64_t id = ts.watches[handle].second;
+  for (size_t i = handle; i < ts.watches.size(); ++i) {
+    if (ts.watches[i].second < 0) --ts.waiting;
+  }
+  ts.watches.resize(handle);
+  return g_keep.load(std::memory_order_relaxed) ? id : -1;
 }
 
 }  // namespace npuscope::profiler::recorder

@@ -1,6 +1,7 @@
 // The RecordFunction callbacks behind RecordingSession: per-thread op stacks and buffers.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace npuscope {
@@ -34,5 +35,12 @@ struct CurrentOp {
   bool backward = false;
 };
 bool currentOp(CurrentOp* out);
+// Which op a call of the calling thread became (msprobe's API and module entries): watchBegin()
+// before the call, watchEnd(its handle) after it gives the id of the first op the call started
+// at the stack depth of watchBegin (an API's own op, a module's first op), -1 when the call
+// started none or it is not being recorded. Watches nest; ending one ends those begun after it
+// (a call that raised never ends its own).
+size_t watchBegin();
+int64_t watchEnd(size_t handle);
 
 }  // namespace npuscope::profiler::recorder

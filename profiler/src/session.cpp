@@ -220,4 +220,8 @@ UserScope::UserScope(const char* name) : guard_(nullptr) {
 
 UserScope::~UserScope() { delete static_cast<at::RecordFunction*>(guard_); }
 
+size_t opWatchBegin() { return recorder::watchBegin(); }
+int64_t opWatchEnd(size_t handle) { return recorder::watchEnd(handle); }
+int64_t currentOpId() { return recorder::currentOpId(); }
+
 }  // namespace npuscope::profiler

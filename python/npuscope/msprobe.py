@@ -155,6 +155,8 @@ class _GradCapture:
             md5 = d.summary_mode == "md5"
             self.record = {"input": d._values(grad_outputs, md5), "output": [None] * self.n_inputs}
             d._data[self.entry] = self.record
+            if d._link is not None:  # the autograd engine's frame of this node
+                d._ops[self.entry] = _C.profiler.current_op_id()
             d._construct[self.entry] = self.parent.replace(".forward.", ".backward.") if self.parent else None
         finally:
             d._inside = False
@@ -224,6 +226,8 @@ class PrecisionDebugger:
         self._hook_handles = []
         self._writer = None
         self._write_error = None
+        self._link = None       # the npuscope recording (npuscope.profile) this step's calls are linked into
+        self._trace_step = -1   # its step when start() was called
         self._reset_step()
         PrecisionDebugger._instance = self
 
@@ -237,6 +241,13 @@ class PrecisionDebugger:
             return
         if self.level in ("L1", "mix"):
             _patch_all()
+        # Inside a recording, each call is linked to the op it became, and the step's rows go
+        # into the trace file too (npuscope/profiler/msprobe_rows.h).
+        from . import profiler as _profiler
+        rec = _profiler._active
+        self._link = rec if rec is not None and rec._session is not None else None
+        if self._link is not None and not self._data:
+            self._trace_step = rec.current_step
         _active = self
         self._running = True
 
@@ -291,6 +302,10 @@ class PrecisionDebugger:
         self._module_stack = []
         self._overflows = 0
         self._in_scope = not self.scope
+        self._ops = {}         # entry -> op_events id, inside a recording
+        self._watches = {}     # module entry -> its op watch, between its pre and post hook
+        if self._link is not None:
+            _C.profiler.watch_end(0)  # watches of calls that raised end here
 
     def _wanted(self, entry, direction):
         if self.task == "overflow_check" and 0 <= self.overflow_nums <= self._overflows:
@@ -321,7 +336,7 @@ class PrecisionDebugger:
             if self.task == "tensor":
                 # The data as it is now (an in-place op may change it before the step's files are
                 # written), on the host: a dump opens on any machine.
-                self._tensor_data[id(leaf)] = (leaf, v.detach().to("cpu", copy=True))
+                self._tensor_data[id(leaf)] = (leaf, _C.msprobe.host_copy(v))
             return leaf
         if v is None or depth > 8:
             return None
@@ -400,7 +415,10 @@ class PrecisionDebugger:
                 # Inputs as they were before the call (an in-place op or a collective changes them).
                 inputs = self._values(args, md5)
                 kw = {k: self._leaf(v, md5) for k, v in kwargs.items()}
+            watch = _C.profiler.watch_begin() if wanted and self._link is not None else -1
             out = orig(*args, **kwargs)
+            if watch >= 0:
+                self._ops[entry] = _C.profiler.watch_end(watch)
             if self._backward:
                 _backward_capture(self, f"{key}.{n}.backward", parent, args, out)
             if wanted:
@@ -447,6 +465,8 @@ class PrecisionDebugger:
             module._npuscope_entries.append(entry)
             self._construct.setdefault(entry, self._parent())
             self._module_stack.append(entry)
+            if self._link is not None:
+                self._watches[entry] = _C.profiler.watch_begin()
             return None
         return pre
 
@@ -458,6 +478,9 @@ class PrecisionDebugger:
             entry = entries.pop()
             if self._module_stack and self._module_stack[-1] == entry:
                 self._module_stack.pop()
+            watch = self._watches.pop(entry, -1)
+            if watch >= 0:
+                self._ops[entry] = _C.profiler.watch_end(watch)
             parent = self._construct.get(entry)
             if self._backward:
                 _backward_capture(self, entry.replace(".forward.", ".backward."), parent, args, out)
@@ -520,7 +543,12 @@ class PrecisionDebugger:
             return
         self._wait_written()
         files = self._tensor_files() if self.task == "tensor" else []
-        job = (self._folder(), self._data, self._stacks, self._construct if self.level != "L1" else {}, files)
+        from . import profiler as _profiler
+        # The trace file's rows only while the recording the calls ran in still records.
+        trace = None
+        if self._link is not None and self._link is _profiler._active and self._link._session is not None:
+            trace = (self._trace_step, {e: op for e, op in self._ops.items() if e in self._data})
+        job = (self._folder(), self._data, self._stacks, self._construct if self.level != "L1" else {}, files, trace)
         self._writer = threading.Thread(target=self._write_files, args=job, name="msprobe-dump", daemon=False)
         self._writer.start()
 
@@ -533,15 +561,16 @@ class PrecisionDebugger:
                 e, self._write_error = self._write_error, None
                 raise e
 
-    def _write_files(self, folder, data, stack_frames, construct, files):
+    def _write_files(self, folder, data, stack_frames, construct, files, trace=None):
         try:
             os.makedirs(folder, exist_ok=True)
             data_dir = os.path.join(os.path.abspath(folder), "dump_tensor_data") if files else None
             dump = {"task": self.task, "level": self.level, "framework": "pytorch", "dump_data_dir": data_dir,
                     "data": data}
             # json.dumps: its C encoder (json.dump and an indent take the Python one, 10x slower).
+            dump_text = json.dumps(dump)
             with open(os.path.join(folder, "dump.json"), "w", encoding="utf-8") as f:
-                f.write(json.dumps(dump))
+                f.write(dump_text)
             # stack.json in msprobe's current form: {"0": [[entries sharing a stack], [frames]]}.
             groups = {}
             for entry, frames in stack_frames.items():
@@ -551,10 +580,21 @@ class PrecisionDebugger:
                 text = [f"File {fn}, line {line}, in {func}, \n {linecache.getline(fn, line).strip()}"
                         for fn, line, func in frames]
                 stacks[str(i)] = [entries, text]
+            stack_text = json.dumps(stacks)
             with open(os.path.join(folder, "stack.json"), "w", encoding="utf-8") as f:
-                f.write(json.dumps(stacks))
+                f.write(stack_text)
+            construct_text = json.dumps({k: v for k, v in construct.items() if k in data})
             with open(os.path.join(folder, "construct.json"), "w", encoding="utf-8") as f:
-                f.write(json.dumps({k: v for k, v in construct.items() if k in data}))
+                f.write(construct_text)
+            if trace is not None:
+                # The recording's trace file: every entry linked to its op, the tensors' bytes
+                # (task tensor) through its dump writer. Before the tensor files, so a disk that
+                # fills on them leaves the rows in.
+                step, links = trace
+                try:
+                    _C.msprobe.add_to_trace(dump_text, stack_text, construct_text, step, links, files)
+                except (RuntimeError, ValueError) as e:
+                    self._write_error = RuntimeError(f"{folder}: the msprobe rows of the trace file: {e}")
             # The tensors last: when the disk fills, the statistics of every call are written.
             if files:
                 os.makedirs(data_dir, exist_ok=True)
@@ -569,6 +609,16 @@ class PrecisionDebugger:
                     raise OSError(e.errno, f"{file_name}: {e.strerror or e}") from None
         except OSError as e:
             self._write_error = OSError(f"{folder}: cannot write the msprobe dump: {e.strerror or e}")
+
+
+def _before_recording_stops(recording):
+    """npuscope.profile's stop: the rows a dumped step of `recording` is still adding are in
+    before its trace file closes."""
+    d = PrecisionDebugger._instance
+    if d is not None and d._link is recording:
+        w = d._writer
+        if w is not None:
+            w.join()
 
 
 def seed_all(seed=1234, mode=False, rm_dropout=False):

@@ -1,10 +1,12 @@
 // msprobe's statistics dump from Python (npuscope.msprobe): a tensor's JSON leaf as dump.json
 // holds it, its statistics computed in C++ from the tensor's memory (dumper::msprobeStats).
 #include <ATen/core/Tensor.h>
+#include <ATen/record_function.h>
 
 #include <cstdio>
 
 #include "npuscope/dumper/dumper.h"
+#include "npuscope/profiler/msprobe_rows.h"
 
 #include "bindings.h"
 
@@ -66,6 +68,35 @@ void bindMsprobe(py::module_& root) {
       py::arg("tensor"), py::arg("md5") = false,
       "dump.json's leaf of a tensor: type, dtype, shape, Max, Min, Mean, Norm, requires_grad (and md5: msprobe's "
       "CRC-32 of the bytes)");
+  m.def(
+      "host_copy",
+      [](const at::Tensor& t) {
+        // The debugger's own copy is not one of the model's ops: nothing records it.
+        at::DisableRecordFunctionGuard unrecorded;
+        return t.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+      },
+      py::arg("tensor"), "the tensor's data now, on the host (task tensor), unseen by any recording");
+  m.def(
+      "add_to_trace",
+      [](std::string dump_json, std::string stack_json, std::string construct_json, int64_t step,
+         std::unordered_map<std::string, int64_t> links, std::vector<std::pair<std::string, at::Tensor>> tensors) {
+        profiler::MsprobeStep s{std::move(dump_json), std::move(stack_json), std::move(construct_json), step,
+                                std::move(links), std::move(tensors)};
+        auto added = [&]() {
+          py::gil_scoped_release release;  // errors are raised once the GIL is back
+          return profiler::addMsprobeStep(std::move(s));
+        }();
+        const profiler::MsprobeRows r = valueOrThrow(std::move(added));
+        py::dict d;
+        d["entries"] = r.entries;
+        d["tensors"] = r.tensors;
+        d["linked_entries"] = r.linked_entries;
+        d["payloads"] = r.payloads;
+        return d;
+      },
+      py::arg("dump_json"), py::arg("stack_json"), py::arg("construct_json"), py::arg("step"), py::arg("links"),
+      py::arg("tensors"),
+      "one dumped step's rows into the active recording's trace file, each entry linked to its op");
 }
 
 }  // namespace npuscope::python

@@ -39,6 +39,11 @@ void bindProfiler(py::module_& root) {
       },
       py::arg("db"), py::arg("run_id"), py::arg("first_step") = py::none(), py::arg("last_step") = py::none(),
       py::arg("dir"), py::arg("worker_name") = "", py::arg("config_json") = "", py::arg("metadata_json") = "");
+  // msprobe's entries linked to their ops (npuscope.msprobe inside a recording).
+  m.def("watch_begin", &profiler::opWatchBegin, "watch which op the next call of this thread becomes; a handle");
+  m.def("watch_end", &profiler::opWatchEnd, py::arg("handle"),
+        "the op_events id of the first op the watched call started (-1: none, or not recorded)");
+  m.def("current_op_id", &profiler::currentOpId, "the op_events id of the innermost op running on this thread, -1: none");
   m.def("check_schedule", [](const std::string& text) { throwIfError(profiler::Schedule::parse(text).status()); });
   py::class_<profiler::LoopSession>(m, "LoopSession")
       .def(py::init([](const std::string& path, const py::dict& run, const std::string& schedule, bool recordShapes,

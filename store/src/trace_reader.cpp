@@ -1212,7 +1212,8 @@ StatusOr<std::vector<TensorDumpInfo>> TraceReader::tensorDumps(int64_t run_id) {
 StatusOr<std::vector<DumpEntryRow>> TraceReader::dumpEntries(int64_t run_id) {
   if (schema_ < 9) return std::vector<DumpEntryRow>{};  // a file of schema 8, read as it is
   ASSIGN_OR_RETURN(sqlite3_stmt * st,
-                   cached("dump_entries", "SELECT step, name, parent, stack FROM dump_entries WHERE run_id=?1 ORDER BY id"));
+                   cached("dump_entries", schema_ < 12 ? "SELECT step, name, parent, stack, NULL FROM dump_entries WHERE run_id=?1 ORDER BY id"
+                                                       : "SELECT step, name, parent, stack, op_id FROM dump_entries WHERE run_id=?1 ORDER BY id"));
   StmtUse use(st);
   sqlite3_bind_int64(st, 1, run_id);
   std::vector<DumpEntryRow> out;
@@ -1223,6 +1224,7 @@ StatusOr<std::vector<DumpEntryRow>> TraceReader::dumpEntries(int64_t run_id) {
     e.name = colText(st, 1);
     e.parent = colText(st, 2);
     e.stack = colText(st, 3);
+    e.op_id = colInt(st, 4);
     out.push_back(std::move(e));
   }
   if (rc != SQLITE_DONE) return stepError(db_.get(), "reading dump entries");

@@ -379,7 +379,7 @@ Status TraceWriter::prepareStatements() {
       "INSERT INTO tensor_dumps(run_id, step, op_id, op_name, op_type, io, idx, dtype, shape, format, min, max, mean,"
       " l2norm, nan_count, inf_count, data, data_ref, arg) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(statements_.insert_entry_,
-                   prepare(db, "INSERT INTO dump_entries(run_id, step, name, parent, stack) VALUES (?,?,?,?,?)"));
+                   prepare(db, "INSERT INTO dump_entries(run_id, step, name, parent, stack, op_id) VALUES (?,?,?,?,?,?)"));
   const char* tasks =
       "INSERT INTO device_tasks(run_id, step, op_id, device, stream, name_id, type_id, start_ns, dur_ns, correlation,"
       " shapes_id, bytes, comm_group)";
@@ -847,6 +847,7 @@ Status TraceWriter::write(Item& item) {
       } else {
         sqlite3_bind_text(st, 5, e.stack.data(), static_cast<int>(e.stack.size()), SQLITE_STATIC);
       }
+      bindOptionalInt(st, 6, e.op_id, -1);
       RETURN_IF_ERROR(stepStatement(db, st));
     }
     return Status::ok();

@@ -272,6 +272,43 @@ TEST(RecordingSession, DumpedTensorsLinkToTheOpsThatProducedThem) {
       << "ops of an unrecorded step have no op_events row to link to";
 }
 
+TEST(RecordingSession, AWatchNamesTheFirstOpACallStartedAtItsDepth) {
+  const std::string p = tempPath("watch.db");
+  int64_t outer = -2, inner = -2, after = -2, raised = -2, none = -2, unrecorded = -2;
+  {
+    auto s = RecordingSession::start({p, RunInfo{}, Schedule()});
+    ASSERT_TRUE(s.isOk());
+    at::Tensor x = at::randn({4, 4}).to(npu::device(0));
+    const size_t module = opWatchBegin();    // a module's pre-hook
+    const size_t api = opWatchBegin();       // an API call inside it
+    at::Tensor y = at::mm(x, x);
+    inner = opWatchEnd(api);
+    y = y.relu();                            // the module's second op
+    outer = opWatchEnd(module);
+    const size_t lost = opWatchBegin();      // a call that raised: never ended
+    (void)at::neg(x);
+    const size_t next = opWatchBegin();
+    (void)at::abs(x);
+    after = opWatchEnd(next);
+    raised = opWatchEnd(lost);               // ended by an outer end (or the step's reset)
+    none = opWatchEnd(opWatchBegin());       // a call that ran no op
+    ASSERT_TRUE((*s)->stop().isOk());
+    unrecorded = opWatchEnd(opWatchBegin()); // nothing records
+  }
+  Db db(p);
+  auto name = [&](int64_t id) {
+    auto v = db.strings("SELECT name FROM ops WHERE id = " + std::to_string(id));
+    return v.empty() ? std::string("(none)") : v[0];
+  };
+  EXPECT_EQ(name(inner), "aten::mm");
+  EXPECT_EQ(outer, inner) << "a module's first op is its first API's";
+  EXPECT_EQ(name(after), "aten::abs");
+  EXPECT_EQ(name(raised), "aten::neg");
+  EXPECT_EQ(none, -1);
+  EXPECT_EQ(unrecorded, -1);
+  EXPECT_EQ(opWatchEnd(7), -1) << "an unknown handle";
+}
+
 TEST(Schedule, ActionsAndParsing) {
   Schedule s{2, 1, 1, 2, 2};
   std::string got;

@@ -196,6 +196,88 @@ def test_tensor_task_on_a_full_disk_keeps_the_statistics_and_says_which_file(tmp
     assert data["Torch.matmul.0.forward"]["output"][0]["Max"] == 50.0  # [[5, 14], [14, 50]]
 
 
+def test_inside_a_recording_each_entry_is_linked_to_its_op_and_its_tensors_are_rows(tmp_path, cli):
+    """PrecisionDebugger inside npuscope.profile (task tensor, level mix, on the npu): the trace
+    file gets every dumped call as a dump_entries row linked to the op it became — an API's own
+    aten op, a module's first op (never the debugger's own host copies), a backward entry's
+    autograd node — and every tensor of dump.json as a tensor_dumps row of that op, with the
+    same statistics and, exported, the same values as the .pt file msprobe's name gives."""
+    import sqlite3
+    import numpy as np
+    seed_all(0)
+    net = Net().to("npu")
+    db = str(tmp_path / "run.db")
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="mix", task="tensor")
+    with npuscope.profile(db) as prof:
+        for _ in range(2):
+            x = torch.randn(4, 3, 8, 8).to("npu")
+            y = torch.randint(0, 10, (4,)).to("npu")
+            dbg.start(net)
+            F.cross_entropy(net(x), y).backward()
+            dbg.stop()
+            dbg.step()
+            prof.step()
+    dbg.close()
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT e.step, e.name, e.op_id, o.step, s.value FROM dump_entries e "
+                       "LEFT JOIN op_events o ON o.id = e.op_id LEFT JOIN strings s ON s.id = o.name_id "
+                       "ORDER BY e.id").fetchall()
+    for step in (0, 1):
+        data = load(str(tmp_path / "dump" / f"step{step}" / "rank"))["data"]
+        mine = {name: (op, op_step, op_name) for s_, name, op, op_step, op_name in rows if s_ == step}
+        assert set(mine) == set(data), "one row per entry of dump.json"
+        for name, (op, op_step, op_name) in mine.items():
+            assert op is not None and op_step == step, (name, op, op_step)
+        assert mine["Functional.conv2d.0.forward"][2] == "aten::conv2d"
+        assert mine["Functional.linear.0.forward"][2] == "aten::linear"
+        assert mine["Functional.batch_norm.0.forward"][2] == "aten::batch_norm"
+        assert mine["Module.conv.Conv2d.forward.0"][0] == mine["Functional.conv2d.0.forward"][0]
+        assert mine["Module.fc.Linear.forward.0"][2] == "aten::linear"
+        assert mine["Functional.conv2d.0.backward"][2] == "autograd::engine::evaluate_function: ConvolutionBackward0"
+        assert mine["Module.fc.Linear.backward.0"][2] == "autograd::engine::evaluate_function: AddmmBackward0"
+    # Tensors: a row per leaf of dump.json, on its entry's op, with its statistics.
+    data = load(str(tmp_path / "dump" / "step0" / "rank"))["data"]
+    dumps = {(name, arg): (op, mx, norm) for name, arg, op, mx, norm in con.execute(
+        "SELECT op_name, arg, op_id, max, l2norm FROM tensor_dumps WHERE step = 0")}
+    entry_op = {name: op for s_, name, op, _, _ in rows if s_ == 0}
+    leaves = 0
+
+    def walk(leaf, name, arg):
+        nonlocal leaves
+        if isinstance(leaf, list):
+            for i, v in enumerate(leaf):
+                walk(v, name, f"{arg}.{i}")
+        elif isinstance(leaf, dict) and leaf.get("type") == "torch.Tensor":
+            op, mx, norm = dumps[(name, arg)]
+            assert op == entry_op[name]
+            assert mx == pytest.approx(leaf["Max"], rel=1e-12) and norm == pytest.approx(leaf["Norm"], rel=1e-12)
+            leaves += 1
+
+    for name, record in data.items():
+        for key, value in record.items():
+            io = "input" if key.startswith("input") else "output"
+            if key == "input_kwargs":
+                for k, v in value.items():
+                    walk(v, name, f"{io}.{k}")
+            else:
+                for i, v in enumerate(value):
+                    walk(v, name, f"{io}.{i}")
+    assert leaves > 20
+    con.close()
+    # The payloads, exported under msprobe's names, are the .pt files' values.
+    out = tmp_path / "npy"
+    r = subprocess.run([cli, "dump", "export", db, "--out", str(out), "--format", "npy", "--step", "0"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    data_dir = tmp_path / "dump" / "step0" / "rank" / "dump_tensor_data"
+    pt = sorted(f[:-3] for f in os.listdir(data_dir))
+    npy = sorted(f[:-4] for f in os.listdir(out / "0"))
+    assert npy == pt
+    for stem in pt:
+        want = torch.load(str(data_dir / (stem + ".pt"))).numpy()
+        assert np.array_equal(np.load(str(out / "0" / (stem + ".npy"))), want), stem
+
+
 def test_npu_under_o2_against_the_cpu_names_the_first_divergent_api(tmp_path, cli):
     example = os.path.join(ROOT, "examples", "ascend", "msprobe_resnet50.py")
     for device in ("npu", "cpu"):

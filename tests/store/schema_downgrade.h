@@ -28,6 +28,7 @@ inline std::string downgradeSql(int version) {
       "DROP TABLE dump_entries; ALTER TABLE tensor_dumps DROP COLUMN arg;",          // 9
       "DROP TABLE memory_blocks; DROP TABLE memory_devices; DROP TABLE memory_ooms;",  // 10
       "DROP TABLE memory_components;",                                               // 11
+      "ALTER TABLE dump_entries DROP COLUMN op_id;",                                 // 12
   };
   const int newest = static_cast<int>(std::size(kUndo)) + 1;
   EXPECT_EQ(newest, currentSchemaVersion()) << "a new migration: add its undo to tests/store/schema_downgrade.h";

@@ -82,6 +82,10 @@ struct MsprobeStats {
 };
 MsprobeStats msprobeStats(const at::Tensor& t, bool with_crc32);
 
+// A tensor's elements in logical order, as `tensor_dumps.data` holds them (raw, little-endian),
+// read from its memory with no torch op; false for a dtype the dumper does not read.
+bool tensorPayload(const at::Tensor& t, std::vector<uint8_t>* bytes);
+
 // An overflowing op found in overflow check mode, in the order found.
 struct OverflowHit {
   int64_t step = -1;

@@ -17,6 +17,8 @@
 // the tensor).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -135,5 +137,15 @@ class UserScope {
  private:
   void* guard_;
 };
+
+// Which recorded op a call of the calling thread was (msprobe's entries linked to their ops):
+// opWatchBegin() before the call; opWatchEnd(its handle) after it gives the op_events id of the
+// first op the call started at that depth (an API's own op, a module's first op), -1 when it
+// started none or nothing is recorded. Watches nest; ending one ends those begun after it.
+size_t opWatchBegin();
+int64_t opWatchEnd(size_t handle);
+// The op_events id of the innermost op running on the calling thread, -1 when none is recorded
+// (in a backward hook: the autograd engine's frame of the node).
+int64_t currentOpId();
 
 }  // namespace npuscope::profiler

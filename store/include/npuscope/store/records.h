@@ -148,6 +148,7 @@ struct DumpEntryRecord {
   std::string name;    // e.g. "Functional.conv2d.0.forward"
   std::string parent;  // "": top level
   std::string stack;   // frames one per line; "": none
+  int64_t op_id = -1;  // schema 12: the op_events id of the op the call became, -1: not linked
 };
 
 // A task that ran on a real device, read from an imported trace (a GPU kernel or copy, an Ascend

@@ -218,6 +218,7 @@ struct TensorDumpInfo {
 struct DumpEntryRow {
   int64_t step = -1;
   std::string name, parent, stack;  // parent, stack: "" when none
+  int64_t op_id = -1;  // schema 12: the op the call became (op_events id), -1: not linked
 };
 
 struct TensorDumpData {
