@@ -7,12 +7,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
 
 #include "cli/commands.h"
 #include "npuscope/analysis/compare.h"
+#include "npuscope/analysis/layer_mapping.h"
 #include "npuscope/analysis/perf_compare.h"
 #include "npuscope/import/acl_dump.h"
 #include "npuscope/import/import.h"
@@ -30,6 +32,7 @@ struct CompareArgs {
   bool all = false;
   bool perf = false;
   int64_t top = 20;
+  std::optional<std::string> layer_mapping;  // msprobe's -lm: a layer_mapping.yaml, "" for structure alone
 };
 
 // The performance compare's tables: one row per name, the largest differences first.
@@ -263,6 +266,17 @@ Status runCompare(const CompareArgs& args) {
   if (args.perf) return runPerfCompare(args, *ra, run_a, *rb, run_b);
   compare::CompareOptions o;
   if (args.step >= 0) o.step = args.step;
+  compare::LayerMapping mapping;
+  if (args.layer_mapping) {
+    std::string text;
+    if (!args.layer_mapping->empty()) {
+      std::ifstream in(*args.layer_mapping, std::ios::binary);
+      if (!in) return notFound(*args.layer_mapping + ": cannot read the layer mapping (expected msprobe's layer_mapping.yaml)");
+      text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    ASSIGN_OR_RETURN(mapping, compare::parseLayerMapping(text, *args.layer_mapping));
+    o.layer_mapping = &mapping;
+  }
   ASSIGN_OR_RETURN(compare::CompareResult res, compare::compareRuns(*ra, run_a, *rb, run_b, o));
   if (res.first_divergent_op.empty()) {
     std::printf("first divergent op: none (every compared tensor passes)\n");
@@ -291,7 +305,9 @@ Status runCompare(const CompareArgs& args) {
                 compare::verdictName(r.verdict), stats ? d(r.summary.max_diff).c_str() : m(r.metrics.cosine).c_str(),
                 stats ? d(r.summary.min_diff).c_str() : m(r.metrics.max_abs_err).c_str(),
                 stats ? d(r.summary.mean_diff).c_str() : m(r.metrics.max_relative_err).c_str(),
-                stats ? d(r.summary.norm_diff).c_str() : m(r.metrics.one_thousandth_ratio).c_str(), r.message.c_str());
+                stats ? d(r.summary.norm_diff).c_str() : m(r.metrics.one_thousandth_ratio).c_str(),
+                r.bench_op_name.empty() ? r.message.c_str()
+                                        : ("bench: " + r.benchTensorName() + (r.message.empty() ? "" : "; " + r.message)).c_str());
   }
   if (!args.csv.empty()) {
     std::ofstream out(args.csv);
@@ -315,6 +331,10 @@ void addCompareCommand(Commands& cli) {
   cmp->add_option("--step", cmp_args->step, "Only this step");
   cmp->add_option("--rank", cmp_args->rank, "Compare the runs of this rank (a job, or msprobe rank folders)");
   cmp->add_option("--csv", cmp_args->csv, "Write every row as msprobe's CSV to this file");
+  cmp->add_option("--layer-mapping", cmp_args->layer_mapping,
+                  "msprobe's -lm: pair renamed modules by a layer_mapping.yaml (no file: by module structure and call "
+                  "order alone)")
+      ->expected(0, 1);
   cmp->add_flag("--all", cmp_args->all, "Print passing rows too");
   cmp->add_flag("--perf", cmp_args->perf,
                 "Compare performance instead of dumps: op and device-task times per name, and step times "

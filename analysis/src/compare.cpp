@@ -1,4 +1,5 @@
 #include "npuscope/analysis/compare.h"
+#include "npuscope/analysis/layer_mapping.h"
 #include "npuscope/analysis/op_table_csv.h"  // csvField
 
 #include <cfloat>
@@ -90,6 +91,11 @@ Verdict verdictFor(const TensorMetrics& m) {
 bool dtypesComparable(DType a, DType b) {
   auto mixed = [](DType t) { return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16; };
   return a == b || (mixed(a) && mixed(b));
+}
+
+std::string CompareRow::benchTensorName() const {
+  if (bench_op_name.empty()) return tensorName();
+  return bench_op_name + "." + (arg.empty() ? io + "." + std::to_string(idx) : arg);
 }
 
 std::string CompareRow::tensorName() const {
@@ -216,6 +222,24 @@ StatusOr<CompareResult> compareRuns(TraceReader& a, int64_t run_a, TraceReader& 
   std::map<Key, const TensorDumpInfo*> bench;
   std::map<const TensorDumpInfo*, bool> bench_used;
   for (const auto& d : db) bench.emplace(Key{step_b[d.step], d.op_name, d.argName()}, &d);
+  // A layer mapping: each of A's entries -> its partner in B, step by paired step.
+  std::map<std::pair<int64_t, std::string>, std::string> partner;
+  if (options.layer_mapping != nullptr) {
+    ASSIGN_OR_RETURN(std::vector<DumpEntryRow> ea, a.dumpEntries(run_a));
+    ASSIGN_OR_RETURN(std::vector<DumpEntryRow> eb, b.dumpEntries(run_b));
+    std::map<int64_t, std::pair<std::vector<DumpEntryRow>, std::vector<DumpEntryRow>>> by_step;
+    for (DumpEntryRow& e : ea) {
+      if (const auto s = step_a.find(e.step); s != step_a.end()) by_step[s->second].first.push_back(std::move(e));
+    }
+    for (DumpEntryRow& e : eb) {
+      if (const auto s = step_b.find(e.step); s != step_b.end()) by_step[s->second].second.push_back(std::move(e));
+    }
+    for (const auto& [step, sides] : by_step) {
+      for (auto& [name, to] : mapEntries(sides.first, sides.second, *options.layer_mapping)) {
+        partner.emplace(std::make_pair(step, name), std::move(to));
+      }
+    }
+  }
 
   // Loss scales per step: a loss-scaled backward (O1/O2) holds gradients multiplied by its
   // scale; comparing them to an unscaled run needs the scales taken out first.
@@ -240,9 +264,15 @@ StatusOr<CompareResult> compareRuns(TraceReader& a, int64_t run_a, TraceReader& 
     row.npu_min = d.min;
     row.npu_mean = d.mean;
     row.npu_l2norm = d.l2norm;
-    auto it = bench.find(Key{step_a[d.step], d.op_name, d.argName()});
+    std::string bench_op = d.op_name;
+    if (const auto m = partner.find({step_a[d.step], d.op_name}); m != partner.end()) {
+      bench_op = m->second;  // "": no partner under the mapping
+      if (bench_op != d.op_name) row.bench_op_name = bench_op;
+    }
+    auto it = bench.find(Key{step_a[d.step], bench_op, d.argName()});
     if (it == bench.end()) {
-      row.message = "missing in bench";
+      row.message = options.layer_mapping != nullptr && bench_op.empty() ? "no partner under the layer mapping"
+                                                                           : "missing in bench";
     } else {
       const TensorDumpInfo& e = *it->second;
       bench_used[&e] = true;
@@ -352,7 +382,7 @@ std::string toCsv(const CompareResult& result) {
     const bool has_npu = !r.only_in_bench;
     const bool has_bench = !r.bench_dtype.empty();
     const std::string na = "N/A";
-    std::vector<std::string> f = {std::to_string(r.step), has_npu ? r.tensorName() : na, has_bench ? r.tensorName() : na,
+    std::vector<std::string> f = {std::to_string(r.step), has_npu ? r.tensorName() : na, has_bench ? r.benchTensorName() : na,
                                   has_npu ? r.npu_dtype : na, has_bench ? r.bench_dtype : na, has_npu ? r.npu_shape : na,
                                   has_bench ? r.bench_shape : na};
     if (result.statistics_only) {

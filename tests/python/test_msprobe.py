@@ -327,6 +327,72 @@ def test_resnet50_forward_matches_a_real_msprobe_gpu_dump(tmp_path):
     assert len(matched) >= 0.95 * len(forward), sorted(set(forward) - set(matched))[:10]
 
 
+# msprobe's own expectation for its layer-mapping fixture (Ascend/msprobe
+# test/msprobe_test/mindspore_ut/compare/test_layer_mapping.py, the api mapping of
+# tests/data/msprobe/mindspore_mix against pytorch_mix under layer_mapping.yaml), less its two
+# Tensor.__add__ entries: msprobe places those by the framework function in their call stack
+# (MindSpore's __getitem__), which npuscope's mapping does not read.
+MSPROBE_LAYER_MAPPING = {
+    "Tensor.__bool__.1.forward": "N/A",
+    "Mint.logical_or.0.forward": "Tensor.__or__.0.forward",
+    "Distributed.all_reduce.0.forward": "Distributed.all_reduce.0.forward",
+    "Cell.network_with_loss.module.language_model.embedding.word_embeddings.VocabParallelEmbedding.forward.0":
+        "Module.module.module.language_model.embedding.word_embeddings.VocabParallelEmbedding.forward.0",
+    "Primitive.norm.RmsNorm.0.forward": "NPU.npu_rms_norm.0.forward",
+    "Cell.network_with_loss.module.language_model.encoder.layers.0.ParallelTransformerLayer.forward.0":
+        "Module.module.module.language_model.encoder.layers.0.ParallelTransformerLayer.forward.0",
+    "Cell.network_with_loss.module.language_model.encoder.layers.0.input_norm.FusedRMSNorm.backward.0": "N/A",
+    "Cell.network_with_loss.module.language_model.encoder.layers.0.attention.ParallelAttention.forward.0":
+        "Module.module.module.language_model.encoder.layers.0.self_attention.ParallelAttention.forward.0",
+    "Mint.cos.0.forward": "Torch.cos.0.forward",
+    "Functional.flash_attention_score.0.forward": "NPU.npu_fusion_attention.0.forward",
+    "Functional.flash_attention_score.0.backward": "NPU.npu_fusion_attention.0.backward",
+}
+
+
+def test_layer_mapping_pairs_renamed_modules_as_msprobe_does(tmp_path, cli):
+    """compare --layer-mapping on msprobe's own fixture (a MindSpore dump against a PyTorch one,
+    cells renamed, APIs replaced): every entry pairs as msprobe's test expects, tensors by their
+    argument; without the mapping the renamed calls have no partner; a bad file is one line."""
+    csv = tmp_path / "lm.csv"
+    a, b = os.path.join(SAMPLES, "mindspore_mix"), os.path.join(SAMPLES, "pytorch_mix")
+    r = subprocess.run([cli, "compare", a, b, "--layer-mapping", os.path.join(SAMPLES, "layer_mapping.yaml"),
+                        "--csv", str(csv)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    import csv as csvlib
+    rows = list(csvlib.DictReader(csv.read_text().splitlines()))
+    seen = set()
+    for row in rows:
+        npu = row["NPU Name"]
+        m = re.match(r"^(.*\.(?:forward|backward)(?:\.\d+)?)\.((?:input|output).*)$", npu)
+        if npu == "N/A" or not m or m.group(1) not in MSPROBE_LAYER_MAPPING:
+            continue
+        entry, arg = m.groups()
+        want = MSPROBE_LAYER_MAPPING[entry]
+        seen.add(entry)
+        if want == "N/A":
+            assert row["Bench Name"] == "N/A", row
+        elif row["Bench Name"] != "N/A":
+            assert row["Bench Name"] == f"{want}.{arg}", row
+        else:
+            assert "missing in bench" in row["Err_message"], row  # a kwarg the bench call lacks
+    assert seen == set(MSPROBE_LAYER_MAPPING)
+    paired = [row for row in rows if row["NPU Name"].startswith("Cell.") and row["Bench Name"] != "N/A"]
+    assert len(paired) >= 4
+    # By name alone, no Cell finds its Module.
+    plain = tmp_path / "plain.csv"
+    r = subprocess.run([cli, "compare", a, b, "--csv", str(plain)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    rows = list(csvlib.DictReader(plain.read_text().splitlines()))
+    assert all(row["Bench Name"] == "N/A" for row in rows if row["NPU Name"].startswith("Cell."))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("TopLayer:\n  network_with_loss module\n")
+    r = subprocess.run([cli, "compare", a, b, "--layer-mapping", str(bad)], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines()[-1].endswith(
+        "bad.yaml: line 2: expected `Class:` or an indented `name: golden_name` (msprobe's layer_mapping.yaml)"), r.stderr
+
+
 def test_the_real_sample_imports_and_shows_its_numbers_exactly(tmp_path, cli):
     sample = os.path.join(SAMPLES, "pytorch_mix")
     db = str(tmp_path / "m.db")

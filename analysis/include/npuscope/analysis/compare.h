@@ -57,8 +57,13 @@ bool dtypesComparable(tensor::DType a, tensor::DType b);
 
 // ---- whole runs ----------------------------------------------------------------------------
 
+struct LayerMapping;
+
 struct CompareOptions {
   std::optional<int64_t> step;  // only this step (default: every step present in run A)
+  // msprobe's layer mapping (layer_mapping.h): run A's msprobe entries pair with run B's by their
+  // rewritten module paths rather than by name; nullptr: by name.
+  const LayerMapping* layer_mapping = nullptr;
 };
 
 // Statistics-mode differences (A - B) and relative errors |diff / B| (NaN when B is 0 or either
@@ -79,6 +84,7 @@ struct CompareRow {
   int64_t idx = 0;
   std::string npu_dtype, bench_dtype, npu_shape, bench_shape;
   std::string arg;  // msprobe's argument path when the dump has one ("input.0.1"); else empty
+  std::string bench_op_name;  // run B's op when a layer mapping paired it under another name; else empty
   bool has_metrics = false;  // both sides had data of equal shape and comparable dtypes
   TensorMetrics metrics;
   bool has_summary = false;  // compared by statistics (a side without data)
@@ -93,6 +99,7 @@ struct CompareRow {
   // `{op_name}.{arg}` or `{op_name}.{io}.{idx}`, msprobe's tensor name (e.g.
   // "Functional.conv2d.0.forward.input.0", "addmm.3.forward.output.0").
   std::string tensorName() const;
+  std::string benchTensorName() const;  // the same with bench_op_name when set
   bool only_in_bench = false;  // a tensor of run B without a partner in run A (listed after A's rows)
 };
 
