@@ -4,7 +4,7 @@
 #   scripts/fuzz.sh fuzz_acl_json 60        scripts/fuzz.sh all 30
 # Targets: fuzz_acl_json, fuzz_dump_file, fuzz_trace_file, fuzz_schedule, fuzz_chrome_trace,
 # fuzz_npu_folder, fuzz_npu_kernels, fuzz_chrome_events, fuzz_import_csv, fuzz_torch_npu_db, fuzz_msprobe_dump, fuzz_operator_memory,
-# fuzz_module_memory, fuzz_acl_dump_name (fuzz/README.md). They are built
+# fuzz_module_memory, fuzz_acl_dump_name, fuzz_layer_mapping (fuzz/README.md). They are built
 # with clang-14, libFuzzer, ASan and UBSan in build-fuzz/ (NPUSCOPE_FUZZ_BUILD_DIR). A crash, a
 # leak, a timeout (10 s per input) or running out of memory fails the run and leaves the input
 # in build-fuzz/artifacts/; add it to fuzz/corpus/<target>/ with the fix. New inputs found go to
@@ -21,7 +21,7 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNPUSCOPE
   { cat "$BUILD_DIR.configure.log"; exit 1; }
 targets=(fuzz_acl_json fuzz_dump_file fuzz_trace_file fuzz_schedule fuzz_chrome_trace fuzz_npu_folder fuzz_npu_kernels
          fuzz_chrome_events fuzz_import_csv fuzz_torch_npu_db fuzz_msprobe_dump fuzz_operator_memory
-         fuzz_module_memory fuzz_acl_dump_name)
+         fuzz_module_memory fuzz_acl_dump_name fuzz_layer_mapping)
 [ "$TARGET" = all ] || targets=("$TARGET")
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${targets[@]}"
 mkdir -p "$BUILD_DIR/artifacts"

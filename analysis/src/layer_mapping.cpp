@@ -209,7 +209,7 @@ StatusOr<LayerMapping> parseLayerMapping(std::string_view text, const std::strin
     ++line_no;
     const std::string where = file + ": line " + std::to_string(line_no);
     const std::string_view line = uncomment(raw);
-    if (trim(line).empty() || trim(line) == "---") continue;
+    if (trim(line).empty() || trim(line) == "---" || trim(line) == "{}") continue;  // {}: an empty mapping
     const bool indented = line.front() == ' ' || line.front() == '\t';
     std::string key;
     std::string_view value;
