@@ -254,14 +254,15 @@ Status runCompare(const CompareArgs& args) {
   }
   ASSIGN_OR_RETURN(int64_t run_a, runOf(*ra, args.run_a, args.rank, side_a.imported()));
   int64_t run_b = args.run_b;
-  if (run_b < 0 && args.b == args.a && args.rank < 0) {
+  if (run_b < 0 && args.b == args.a && args.rank < 0 && !side_a.imported()) {
     // The same file twice: the latest run against the one before it.
     ASSIGN_OR_RETURN(std::vector<RunRow> runs, ra->runs());
     if (runs.size() < 2) return invalidArgument(args.a + ": compare of one file needs two runs (or --run-a/--run-b)");
     run_a = args.run_a >= 0 ? args.run_a : runs[0].id;
     run_b = runs[1].id == run_a ? runs[0].id : runs[1].id;
   } else {
-    ASSIGN_OR_RETURN(run_b, runOf(*rb, args.run_b, args.rank, side_b.imported()));
+    // A dump folder against itself (msprobe's sanity check): the same run on both sides.
+    ASSIGN_OR_RETURN(run_b, runOf(*rb, args.run_b, args.rank, args.b == args.a ? side_a.imported() : side_b.imported()));
   }
   if (args.perf) return runPerfCompare(args, *ra, run_a, *rb, run_b);
   compare::CompareOptions o;

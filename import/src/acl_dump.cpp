@@ -100,9 +100,7 @@ StatusOr<Summary> importAclDump(const std::string& root, const std::vector<AclDu
   size_t at = 0;
   for (const auto& [device, count] : devices) {
     if (!writer) {
-      TraceWriter::Options wo;
-      wo.page_cache_kib = 8192;
-      ASSIGN_OR_RETURN(writer, TraceWriter::open(db, wo));
+      ASSIGN_OR_RETURN(writer, openImportWriter(db));
     }
     RunInfo info;
     info.command = "import";
@@ -174,6 +172,13 @@ StatusOr<Summary> importAclDump(const std::string& root, const std::vector<AclDu
     summary.runs.push_back(std::move(run));
   }
   return finishImport(*writer, std::move(summary));
+}
+
+StatusOr<std::unique_ptr<TraceWriter>> openImportWriter(const std::string& db, const StringTable* strings) {
+  TraceWriter::Options wo;
+  wo.page_cache_kib = 8192;
+  wo.strings = strings;
+  return TraceWriter::open(db, wo);
 }
 
 StatusOr<Summary> finishImport(TraceWriter& writer, Summary summary) {

@@ -2,6 +2,7 @@
 // the end every import shares.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,11 @@
 #include "npuscope/store/trace_writer.h"
 
 namespace npuscope::import {
+
+// The writer every import opens (once it has read something to write): an 8 MB page cache, the
+// import's memory being its events (8 MB writes as fast here as more); `strings` shared with the
+// reading when given.
+StatusOr<std::unique_ptr<TraceWriter>> openImportWriter(const std::string& db, const StringTable* strings = nullptr);
 
 // The end of every import: the writer flushed and closed; a last checkpoint that failed for
 // lack of room becomes the summary's warning (the runs are in the file's WAL).

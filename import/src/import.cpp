@@ -600,9 +600,7 @@ StatusOr<Summary> importMsprobe(const std::vector<MsprobeFolder>& folders, const
       steps.push_back(std::move(d));
     }
     if (!writer) {
-      TraceWriter::Options wo;
-      wo.page_cache_kib = 8192;
-      ASSIGN_OR_RETURN(writer, TraceWriter::open(db, wo));
+      ASSIGN_OR_RETURN(writer, openImportWriter(db));
     }
     RunInfo info;
     info.command = "import";
@@ -682,10 +680,7 @@ StatusOr<Summary> importPath(const std::string& path, const std::string& db, con
     if (cluster) model.setRank(model.rank() < 0 ? static_cast<int64_t>(i) : model.rank(), static_cast<int64_t>(ranks.size()));
     RETURN_IF_ERROR(model.classify());
     if (!writer) {
-      TraceWriter::Options wo;
-      wo.page_cache_kib = 8192;  // the import's memory is its events; 8 MB writes as fast here
-      wo.strings = &strings;
-      ASSIGN_OR_RETURN(writer, TraceWriter::open(db, wo));
+      ASSIGN_OR_RETURN(writer, openImportWriter(db, &strings));
     }
     RunSummary run;
     run.events = stream.events();

@@ -385,6 +385,10 @@ def test_layer_mapping_pairs_renamed_modules_as_msprobe_does(tmp_path, cli):
     assert r.returncode == 0, r.stderr
     rows = list(csvlib.DictReader(plain.read_text().splitlines()))
     assert all(row["Bench Name"] == "N/A" for row in rows if row["NPU Name"].startswith("Cell."))
+    # A dump folder against itself: every tensor passes (it was refused as "needs two runs").
+    r = subprocess.run([cli, "compare", a, a], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "first divergent op: none" in r.stdout and " 0 warning, 0 error, 0 not compared" in r.stdout, r.stdout
     empty = tmp_path / "empty.yaml"
     empty.write_text("{}\n")  # msprobe's own empty mapping: structure alone
     r = subprocess.run([cli, "compare", a, b, "--layer-mapping", str(empty)], capture_output=True, text=True)
