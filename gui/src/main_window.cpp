@@ -218,22 +218,15 @@ void MainWindow::connectDocument() {
     status_->setText(tr("Loading run #%1\u2026").arg(id));
     QApplication::setOverrideCursor(Qt::BusyCursor);
   });
-  connect(doc_, &TraceDocument::runLoaded, this, [this](qint64 id, bool refreshed) {
+  connect(doc_, &TraceDocument::runLoaded, this, [this] {
     QApplication::restoreOverrideCursor();
-    const TimelineData* d = doc_->timeline();
-    const RunRow* r = doc_->runById(id);
-    status_->setText(tr("%1 \u2014 run #%2%3: %L4 ops%7, %L5 steps, %6")
-                         .arg(doc_->path())
-                         .arg(id)
-                         .arg(r && r->status == "running" ? tr(" (running, live)") : QString())
-                         .arg(d ? d->totalOps() : 0)
-                         .arg(d ? d->steps().size() : 0)
-                         .arg(d ? formatNs(d->endNs() - d->beginNs()) : QString())
-                         .arg(d && d->partial() ? tr(" (too many to hold: zoom in to load them)") : QString()));
-    (void)refreshed;
+    showRunStatus();
     warnIfDamaged();
   });
-  connect(doc_, &TraceDocument::windowLoaded, this, &MainWindow::warnIfDamaged);
+  connect(doc_, &TraceDocument::windowLoaded, this, [this] {
+    showRunStatus();
+    warnIfDamaged();
+  });
   connect(doc_, &TraceDocument::errorOccurred, this, [] {
     while (QApplication::overrideCursor()) QApplication::restoreOverrideCursor();
   });
@@ -423,6 +416,25 @@ void MainWindow::showError(const QString& message) {
 // A corrupt file that still opens: said once per opening of the file, in the message bar (the
 // names shown may be wrong or missing), as the CLI says it on stderr. An error already shown
 // there stays, with the warning below it.
+// The status line of the run on screen: its size, and whether all its ops are in memory.
+void MainWindow::showRunStatus() {
+  const TimelineData* d = doc_->timeline();
+  if (!d) return;
+  const RunRow* r = doc_->runById(d->runId());
+  QString held;
+  if (d->partial()) {
+    held = doc_->isCompleting() ? tr(" (reading every op\u2026)") : tr(" (too many to hold: zoom in to load them)");
+  }
+  status_->setText(tr("%1 \u2014 run #%2%3: %L4 ops%7, %L5 steps, %6")
+                       .arg(doc_->path())
+                       .arg(d->runId())
+                       .arg(r && r->status == "running" ? tr(" (running, live)") : QString())
+                       .arg(d->totalOps())
+                       .arg(d->steps().size())
+                       .arg(formatNs(d->endNs() - d->beginNs()))
+                       .arg(held));
+}
+
 void MainWindow::warnIfDamaged() {
   const QStringList damage = doc_->damage();
   if (damage.isEmpty() || damage_warned_ == doc_->path()) return;

@@ -746,10 +746,13 @@ void TimelineView::paintDensity(QPainter& p, const Lane& lane, int y, int height
     p.fillRect(QRectF(kGutter + 2.0 * k, y + 2, 2.0, rows_h), densityColor(v / 2));
     ++last_rects_;
   }
-  const int64_t visible = data_->estimateOps(vb, ve);
-  QString text = visible > window_budget_ops_
-                     ? tr("~%L1 ops here \u00b7 zoom in to see them").arg(visible)
-                     : tr("loading ~%L1 ops\u2026").arg(visible);
+  // Whether a window is read depends on the ops of every lane in view; the text gives this lane's.
+  double here = 0;
+  for (double v : ops) here += v;
+  const qint64 lane_ops = std::llround(here);
+  QString text = data_->estimateOps(vb, ve) > window_budget_ops_
+                     ? tr("~%L1 ops here \u00b7 zoom in to see them").arg(lane_ops)
+                     : tr("loading ~%L1 ops\u2026").arg(lane_ops);
   const QFontMetrics fm(p.font());
   QRectF box(kGutter + 8, y + 2 + rows_h / 2.0 - kRow / 2.0, fm.horizontalAdvance(text) + 12, kRow);
   p.fillRect(box, QColor(255, 255, 255, 220));

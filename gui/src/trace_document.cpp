@@ -16,6 +16,7 @@ struct RunLoad {
   std::vector<TensorDumpInfo> dumps;
   std::vector<MemorySample> memory;
   bool memory_later = false;  // a partial run: the memory overview is read after the first paint
+  bool complete_later = false;  // shown first from its block summaries; every op follows
 };
 
 namespace {
@@ -27,17 +28,23 @@ StatusOr<std::vector<MemorySample>> readMemoryOverview(TraceReader& reader, int6
   return reader.memory(mq);
 }
 
-std::shared_ptr<RunLoad> loadRunData(const std::string& path, int64_t run_id, int64_t full_load_ops) {
+// The run's timeline, every op of it when it has at most `full_load_ops`. A run with more than
+// `first_paint_ops` (0: no such stage) is read as a partial run first, its block summaries only,
+// so the first paint does not wait for its ops; they follow (TraceDocument::completeRun).
+std::shared_ptr<RunLoad> loadRunData(const std::string& path, int64_t run_id, int64_t full_load_ops,
+                                     int64_t first_paint_ops = 0) {
   auto out = std::make_shared<RunLoad>();
   out->run_id = run_id;
   LoadOptions o;
-  o.full_load_ops = full_load_ops;
+  const bool staged = first_paint_ops > 0 && first_paint_ops < full_load_ops;
+  o.full_load_ops = staged ? first_paint_ops : full_load_ops;
   auto data = TimelineData::load(path, run_id, o);
   if (!data.isOk()) {
     out->status = data.status();
     return out;
   }
   out->data = std::move(data).value();
+  out->complete_later = staged && out->data->partial() && out->data->totalOps() <= full_load_ops;
   auto reader = TraceReader::open(path);
   if (!reader.isOk()) {
     out->status = reader.status();
@@ -111,6 +118,7 @@ TraceDocument::~TraceDocument() {
 bool TraceDocument::loadWindow(const TimeWindow& window, bool sync) {
   if (!reader_ || !data_ || !data_->partial() || window.end_ns <= window.begin_ns) return false;
   if (watcher_) return false;  // a whole run is loading; it decides what is shown
+  if (full_watcher_) return false;  // every op of the run is on its way: any window is in it
   if (window_watcher_ && !sync) {
     has_pending_window_ = true;
     pending_window_ = window;
@@ -136,7 +144,8 @@ bool TraceDocument::loadWindow(const TimeWindow& window, bool sync) {
       emit errorOccurred(message(load->status));
       return;
     }
-    if (!data_ || data_->runId() != load->run_id || watcher_) return;  // another run meanwhile
+    // Another run meanwhile, or this one's every op arrived first.
+    if (!data_ || data_->runId() != load->run_id || watcher_ || !data_->partial()) return;
     data_ = std::move(load->data);
     emit windowLoaded();
   };
@@ -187,6 +196,7 @@ void TraceDocument::waitForBackground() {
   if (watcher_) watcher_->waitForFinished();
   if (window_watcher_) window_watcher_->waitForFinished();
   if (later_) later_->waitForFinished();
+  if (full_watcher_) full_watcher_->waitForFinished();
   QCoreApplication::sendPostedEvents();
 }
 
@@ -216,10 +226,12 @@ bool TraceDocument::loadRun(int64_t run_id, bool sync) {
   }
   const bool refreshed = data_ && data_->runId() == run_id;
   const std::string path = path_.toStdString();
+  // A refresh of the run on screen reads every op at once: no flash of its summaries.
+  const int64_t first = refreshed ? 0 : first_paint_ops_;
   emit loadStarted(run_id);
   if (sync) {
     if (watcher_) watcher_->waitForFinished();
-    auto load = loadRunData(path, run_id, full_load_ops_);
+    auto load = loadRunData(path, run_id, full_load_ops_, first);
     const bool ok = load->status.isOk();
     finishLoad(std::move(load), refreshed);
     return ok;
@@ -241,7 +253,8 @@ bool TraceDocument::loadRun(int64_t run_id, bool sync) {
     }
     finishLoad(std::move(load), refreshed);
   });
-  watcher_->setFuture(QtConcurrent::run([path, run_id, n = full_load_ops_] { return loadRunData(path, run_id, n); }));
+  watcher_->setFuture(
+      QtConcurrent::run([path, run_id, n = full_load_ops_, first] { return loadRunData(path, run_id, n, first); }));
   return true;
 }
 
@@ -256,6 +269,9 @@ void TraceDocument::finishLoad(std::shared_ptr<RunLoad> load, bool refreshed) {
   dumps_ = std::move(load->dumps);
   memory_ = std::move(load->memory);
   const int64_t run_id = data_->runId();
+  const uint64_t generation = ++generation_;
+  // Every op of a run shown from its summaries, read from now on (isCompleting() as it shows).
+  if (load->complete_later) completeRun(run_id, generation);
   emit runLoaded(run_id, refreshed);
   // After the first paint: each step's device busy time (the step band's split) and, for a run
   // too large to hold, the memory overview.
@@ -270,7 +286,6 @@ void TraceDocument::finishLoad(std::shared_ptr<RunLoad> load, bool refreshed) {
   const bool want_memory = load->memory_later;
   auto* w = new QFutureWatcher<Result>(this);
   later_ = w;
-  const uint64_t generation = ++generation_;
   connect(w, &QFutureWatcherBase::finished, this, [this, w, generation] {
     Result later = w->result();
     w->deleteLater();
@@ -311,6 +326,25 @@ void TraceDocument::finishLoad(std::shared_ptr<RunLoad> load, bool refreshed) {
     }
     return out;
   }));
+}
+
+void TraceDocument::completeRun(int64_t run_id, uint64_t generation) {
+  const std::string path = path_.toStdString();
+  auto* w = new QFutureWatcher<std::shared_ptr<RunLoad>>(this);
+  full_watcher_ = w;
+  connect(w, &QFutureWatcherBase::finished, this, [this, w, generation] {
+    std::shared_ptr<RunLoad> load = w->result();
+    w->deleteLater();
+    if (full_watcher_ == w) full_watcher_ = nullptr;
+    if (generation != generation_ || !data_ || data_->runId() != load->run_id) return;  // another file or run
+    if (!load->status.isOk()) {
+      emit errorOccurred(message(load->status));
+      return;
+    }
+    data_ = std::move(load->data);
+    emit windowLoaded();
+  });
+  w->setFuture(QtConcurrent::run([path, run_id, n = full_load_ops_] { return loadRunData(path, run_id, n); }));
 }
 
 std::vector<MemorySample> TraceDocument::memory(const TimeWindow& window, size_t max_points) {

@@ -331,6 +331,49 @@ TEST(Screenshots, PartialRunOverviewAndWindow) {
   EXPECT_EQ(w.timeline()->rangeModel()->rowCount(), static_cast<int>(t->rows.size()));
 }
 
+// A run too long to read before the first paint (more ops than setFirstPaintOps, within
+// full_load_ops) is painted from its block summaries at once; every op follows unasked.
+TEST(Screenshots, ALongRunIsPaintedFromItsSummariesThenEveryOpFollows) {
+  npuscope::testing::ensureApp();
+  const auto& f = npuscope::testing::twoRunFixture();
+  MainWindow w;
+  w.document()->setFirstPaintOps(1000);
+  ASSERT_NO_FATAL_FAILURE(showFile(w, f.path));
+  w.document()->waitForBackground();
+  QSignalSpy every(w.document(), &TraceDocument::windowLoaded);
+  w.selectRuns({f.o1.run_id});
+  w.tabs()->setCurrentWidget(w.timeline());
+  TimelineView* v = w.timeline()->view();
+  const TimelineData* d = w.document()->timeline();
+  ASSERT_NE(d, nullptr);
+  ASSERT_EQ(d->runId(), f.o1.run_id);
+  // No event was processed since the load: what the first paint shows.
+  ASSERT_TRUE(d->partial()) << "the first paint waited for every op";
+  EXPECT_EQ(d->opCount(), 0);
+  EXPECT_EQ(d->totalOps(), f.o1.ops);
+  EXPECT_TRUE(w.document()->isCompleting());
+  EXPECT_TRUE(w.statusText().contains("reading every op")) << w.statusText().toStdString();
+  EXPECT_EQ(v->data(), d);
+  EXPECT_FALSE(w.document()->loadWindow({d->beginNs(), d->endNs()})) << "no window is read twice";
+  v->fitAll();
+  const QString first = QString(NPUSCOPE_SCREENSHOT_DIR) + "/staged_01_first_paint.png";
+  QDir().mkpath(NPUSCOPE_SCREENSHOT_DIR);
+  ASSERT_TRUE(w.grab().toImage().save(first));
+  ASSERT_TRUE(every.count() > 0 || every.wait(20000)) << "every op follows";
+  d = w.document()->timeline();
+  EXPECT_FALSE(d->partial());
+  EXPECT_EQ(d->opCount(), f.o1.ops);
+  EXPECT_EQ(v->data(), d) << "the view shows every op";
+  EXPECT_FALSE(w.document()->isCompleting());
+  EXPECT_FALSE(w.statusText().contains("reading every op")) << w.statusText().toStdString();
+  EXPECT_FALSE(w.statusText().contains("too many to hold")) << w.statusText().toStdString();
+  save(&w, "staged_02_every_op");
+  // A refresh of the run on screen reads every op before it shows them: no flash of summaries.
+  ASSERT_TRUE(w.document()->loadRun(f.o1.run_id, true));
+  EXPECT_FALSE(w.document()->timeline()->partial());
+  EXPECT_FALSE(w.document()->isCompleting());
+}
+
 TEST(Screenshots, ImportedTorchNpuTrace) {
   npuscope::testing::ensureApp();
   // In a folder of its own: the Cluster tab reads the rank files beside it.

@@ -92,6 +92,7 @@ class MainWindow : public QMainWindow {
   void connectViews();
   void showError(const QString& message);
   void showWarning(const QString& message);  // the message bar, amber
+  void showRunStatus();
   void warnIfDamaged();  // the open file's damage (TraceDocument::damage()), once per opening
   void onRunsChanged();
   void onRunSelectionChanged();

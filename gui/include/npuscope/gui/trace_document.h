@@ -47,13 +47,20 @@ class TraceDocument : public QObject {
   bool loadRun(int64_t run_id, bool sync = false);
   bool isLoading() const { return watcher_ != nullptr; }
   // A partial run (TimelineData::partial()): loads the ops of `window` in the background (or
-  // now, when sync) and emits windowLoaded; a newer request replaces a waiting one.
+  // now, when sync) and emits windowLoaded; a newer request replaces a waiting one. False when
+  // nothing is to be read (a whole run, or every op of this one, is being read).
   bool loadWindow(const TimeWindow& window, bool sync = false);
   bool isLoadingWindow() const { return window_watcher_ != nullptr; }
   // Waits for every background read of this document (benchmarks, tests).
   void waitForBackground();
   // Runs with more ops load partially (LoadOptions::full_load_ops; tests lower it).
   void setFullLoadOps(int64_t ops) { full_load_ops_ = ops; }
+  // A run with more ops than this (and at most full_load_ops) is first shown as a partial run,
+  // from its block summaries, so the first paint does not wait for its ops; every op follows in
+  // the background and windowLoaded fires (0: read every op before runLoaded).
+  void setFirstPaintOps(int64_t ops) { first_paint_ops_ = ops; }
+  // Every op of a run shown from its summaries is being read.
+  bool isCompleting() const { return full_watcher_ != nullptr; }
   int64_t currentRun() const { return data_ ? data_->runId() : -1; }
   const TimelineData* timeline() const { return data_.get(); }
   // Damage found so far in the open file by its readers (the run's load and the views'), each once.
@@ -86,7 +93,8 @@ class TraceDocument : public QObject {
   void runsChanged();
   void loadStarted(qint64 run_id);
   void runLoaded(qint64 run_id, bool refreshed);
-  // The current run's timeline now holds another window of ops (same run, same other data).
+  // The current run's timeline now holds another window of ops, or every op of a run first
+  // shown from its summaries (same run, same other data).
   void windowLoaded();
   // The memory overview of a partial run, read after runLoaded.
   void memoryLoaded();
@@ -97,6 +105,7 @@ class TraceDocument : public QObject {
   std::vector<MemoryBlockRecord> blocks_;
   int64_t blocks_run_ = -1;  // the run blocks_ belongs to, -1: to be read
   void finishLoad(std::shared_ptr<RunLoad> load, bool refreshed);
+  void completeRun(int64_t run_id, uint64_t generation);
   bool reloadRuns();
   QString fileStamp() const;
   bool anyRunning() const;
@@ -112,9 +121,11 @@ class TraceDocument : public QObject {
   QFutureWatcher<std::shared_ptr<RunLoad>>* watcher_ = nullptr;
   QFutureWatcher<std::shared_ptr<RunLoad>>* window_watcher_ = nullptr;
   QFutureWatcherBase* later_ = nullptr;  // the reads after the first paint
+  QFutureWatcherBase* full_watcher_ = nullptr;  // every op of a run first shown from its summaries
   uint64_t generation_ = 0;              // bumped by every open, close and run load
   bool has_pending_window_ = false;
   int64_t full_load_ops_ = LoadOptions().full_load_ops;
+  int64_t first_paint_ops_ = 200000;
   TimeWindow pending_window_;
   int64_t pending_run_ = -1;
   QTimer poll_timer_;
