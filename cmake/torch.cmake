@@ -17,7 +17,9 @@ target_compile_definitions(npuscope_torch INTERFACE NDEBUG)
 target_compile_options(npuscope_torch INTERFACE -fPIC ${TORCH_CXX_FLAGS})
 
 # Two precompiled headers: the ATen/dispatcher level for libraries, and the full C++ frontend
-# (torch::nn) for tests, benchmarks and the CLI. Targets reuse them with npuscope_use_pch().
+# (torch::nn) for tests and benchmarks. Targets reuse them with npuscope_use_pch(). Loading one
+# costs seconds per file (the torch one more): the libraries and the CLI take the ATen one, and
+# files that include no torch header skip it (SKIP_PRECOMPILE_HEADERS).
 add_library(npuscope_pch_aten OBJECT ${PROJECT_SOURCE_DIR}/cmake/pch_stub.cpp)
 target_link_libraries(npuscope_pch_aten PRIVATE npuscope::torch)
 add_library(npuscope_pch_torch OBJECT ${PROJECT_SOURCE_DIR}/cmake/pch_stub.cpp)
