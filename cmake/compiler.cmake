@@ -15,3 +15,8 @@ if(NPUSCOPE_SANITIZE)
   add_compile_options(-fsanitize=${NPUSCOPE_SANITIZE} -fno-omit-frame-pointer)
   add_link_options(-fsanitize=${NPUSCOPE_SANITIZE})
 endif()
+
+# RelWithDebInfo with line tables only (-g1): backtraces, sanitizer reports and profilers keep
+# file and line, and a cold build of the torch files takes a fifth to a third less time than with
+# full debug information (-g). Configure a Debug build to see local variables in a debugger.
+add_compile_options($<$<CONFIG:RelWithDebInfo>:-g1>)
