@@ -214,31 +214,9 @@ void BM_OpenFirstPaint50M(benchmark::State& state) {
 }
 BENCHMARK(BM_OpenFirstPaint50M)->Iterations(3)->Unit(benchmark::kMillisecond);
 
-// A 10M-op run: more than a full load holds, fewer than the 50M one; generated once like it.
-void BM_OpenFirstPaint10M(benchmark::State& state) {
-  app();
-  const std::string path = generatedFile("npuscope_bench_gui_10m.db", 10'000'000, 16);
-  std::vector<double> ms;
-  for (auto _ : state) {
-    QElapsedTimer t;
-    t.start();
-    npuscope::gui::TraceDocument doc;
-    npuscope::gui::TimelineView v;
-    QImage img;
-    if (!openAndPaint(path, doc, v, img)) {
-      state.SkipWithError("open failed");
-      return;
-    }
-    ms.push_back(static_cast<double>(t.nsecsElapsed()) / 1e6);
-    doc.waitForBackground();
-  }
-  state.counters["open_first_paint_ms_10m_ops"] = median(ms);
-}
-BENCHMARK(BM_OpenFirstPaint10M)->Iterations(3)->Unit(benchmark::kMillisecond);
-
-void BM_OpenFirstPaint(benchmark::State& state) {
-  app();
-  const std::string& path = traceFile();
+// Opens `path` each iteration and paints it once (`first`: the median ms), then waits for the
+// reads that follow the paint (`every`: the median ms until every op is shown, when given).
+void firstPaintLoop(benchmark::State& state, const std::string& path, const char* first, const char* every) {
   std::vector<double> ms, all;
   int64_t ops = 0;
   for (auto _ : state) {
@@ -256,9 +234,24 @@ void BM_OpenFirstPaint(benchmark::State& state) {
     all.push_back(static_cast<double>(t.nsecsElapsed()) / 1e6);
     ops = doc.timeline()->opCount();
   }
-  state.counters["open_first_paint_ms_1m_ops"] = median(ms);
-  state.counters["open_every_op_ms_1m_ops"] = median(all);
-  state.counters["ops"] = static_cast<double>(ops);
+  state.counters[first] = median(ms);
+  if (every) {
+    state.counters[every] = median(all);
+    state.counters["ops"] = static_cast<double>(ops);
+  }
+}
+
+// A 10M-op run: more than a full load holds, fewer than the 50M one; generated once like it.
+void BM_OpenFirstPaint10M(benchmark::State& state) {
+  app();
+  firstPaintLoop(state, generatedFile("npuscope_bench_gui_10m.db", 10'000'000, 16), "open_first_paint_ms_10m_ops",
+                 nullptr);
+}
+BENCHMARK(BM_OpenFirstPaint10M)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+void BM_OpenFirstPaint(benchmark::State& state) {
+  app();
+  firstPaintLoop(state, traceFile(), "open_first_paint_ms_1m_ops", "open_every_op_ms_1m_ops");
 }
 BENCHMARK(BM_OpenFirstPaint)->Iterations(3)->Unit(benchmark::kMillisecond);
 
