@@ -28,6 +28,16 @@ StatusOr<std::vector<MemorySample>> readMemoryOverview(TraceReader& reader, int6
   return reader.memory(mq);
 }
 
+// The run's timeline alone (a window, or every op of a run first shown from its summaries).
+std::shared_ptr<RunLoad> loadTimeline(const std::string& path, int64_t run_id, const LoadOptions& o) {
+  auto out = std::make_shared<RunLoad>();
+  out->run_id = run_id;
+  auto data = TimelineData::load(path, run_id, o);
+  if (data.isOk()) out->data = std::move(data).value();
+  else out->status = data.status();
+  return out;
+}
+
 // The run's timeline, every op of it when it has at most `full_load_ops`. A run with more than
 // `first_paint_ops` (0: no such stage) is read as a partial run first, its block summaries only,
 // so the first paint does not wait for its ops; they follow (TraceDocument::completeRun).
@@ -128,16 +138,11 @@ bool TraceDocument::loadWindow(const TimeWindow& window, bool sync) {
   const std::string path = path_.toStdString();
   const int64_t run_id = data_->runId();
   auto run = [path, run_id, window, n = full_load_ops_] {
-    auto out = std::make_shared<RunLoad>();
-    out->run_id = run_id;
     LoadOptions o;
     o.full_load_ops = n;
     o.has_window = true;
     o.window = window;
-    auto data = TimelineData::load(path, run_id, o);
-    if (data.isOk()) out->data = std::move(data).value();
-    else out->status = data.status();
-    return out;
+    return loadTimeline(path, run_id, o);
   };
   auto finish = [this](std::shared_ptr<RunLoad> load) {
     if (!load->status.isOk()) {
@@ -344,7 +349,11 @@ void TraceDocument::completeRun(int64_t run_id, uint64_t generation) {
     data_ = std::move(load->data);
     emit windowLoaded();
   });
-  w->setFuture(QtConcurrent::run([path, run_id, n = full_load_ops_] { return loadRunData(path, run_id, n); }));
+  w->setFuture(QtConcurrent::run([path, run_id, n = full_load_ops_] {
+    LoadOptions o;
+    o.full_load_ops = n;
+    return loadTimeline(path, run_id, o);  // the run's other tables came with its summaries
+  }));
 }
 
 std::vector<MemorySample> TraceDocument::memory(const TimeWindow& window, size_t max_points) {
