@@ -106,8 +106,7 @@ int runCalibrate(const CalibrateOptions& o) {
 
 void addCalibrateCommand(Commands& cli) {
   auto o = std::make_shared<CalibrateOptions>();
-  auto* c = cli.app().add_subcommand("calibrate",
-                                     "Check the cost model against a real card: a torch_npu export's kernels, predicted vs real");
+  auto* c = cli.app().add_subcommand(kCalibrateCommand.name, kCalibrateCommand.description);
   c->add_option("path", o->path, "kernel_details.csv, or the *_ascend_pt folder holding it")->required();
   c->add_flag("--json", o->json, "Print the table as JSON");
   cli.onParsed(c, [o] { return runCalibrate(*o); });

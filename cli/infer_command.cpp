@@ -32,7 +32,7 @@ int runInfer(const workloads::InferOptions& inf) {
 void addInferCommand(Commands& cli) {
   auto o = std::make_shared<workloads::InferOptions>();
   workloads::InferOptions& inf = *o;
-  auto* infer = cli.app().add_subcommand("infer", "Evaluate a checkpoint: top-1 / top-5 accuracy and throughput");
+  auto* infer = cli.app().add_subcommand(kInferCommand.name, kInferCommand.description);
   infer->add_option("checkpoint", inf.checkpoint, "Checkpoint written by train --save")->required();
   infer->add_option("--device", inf.device, "npu:N or cpu")->capture_default_str();
   infer->add_option("--dataset", inf.dataset, "fashion-mnist or synthetic")->capture_default_str();

@@ -1,15 +1,16 @@
 // npuscope: the headless command-line workbench. Each subcommand registers itself (commands.h);
-// the work lives in the libraries.
+// the work lives in the libraries. This executable loads no libtorch: the subcommands that run
+// torch are forwarded to npuscope-torch (torch_commands.h, forward.cpp).
 #include "cli/commands.h"
 
 int main(int argc, char** argv) {
-  npuscope::cli::Commands cli(argc, argv);
-  for (auto add : {npuscope::cli::addTrainCommand, npuscope::cli::addInferCommand, npuscope::cli::addReportCommand,
-                   npuscope::cli::addExportCommand, npuscope::cli::addAdviseCommand, npuscope::cli::addOpsCommand,
-                   npuscope::cli::addRunCommand, npuscope::cli::addImportCommand, npuscope::cli::addDumpCommand,
-                   npuscope::cli::addCompareCommand, npuscope::cli::addMemoryCommand,
-                   npuscope::cli::addCalibrateCommand}) {
-    add(cli);
-  }
+  using namespace npuscope::cli;
+  Commands cli(argc, argv);
+  addForwardedCommand(cli, kTrainCommand);
+  addForwardedCommand(cli, kInferCommand);
+  for (auto add : {addReportCommand, addExportCommand, addAdviseCommand}) add(cli);
+  addForwardedCommand(cli, kOpsCommand);
+  for (auto add : {addRunCommand, addImportCommand, addDumpCommand, addCompareCommand, addMemoryCommand}) add(cli);
+  addForwardedCommand(cli, kCalibrateCommand);
   return cli.parseAndRun();
 }

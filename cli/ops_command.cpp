@@ -216,9 +216,7 @@ int runOps(const OpsOptions& o) {
 void addOpsCommand(Commands& cli) {
   auto o = std::make_shared<OpsOptions>();
   OpsOptions& ops = *o;
-  auto* ops_cmd = cli.app().add_subcommand(
-      "ops", "Operator coverage on a real device: of a built-in model's training step, or of a recorded or imported "
-             "run's ops (ops FILE: e.g. a GPU trace before porting)");
+  auto* ops_cmd = cli.app().add_subcommand(kOpsCommand.name, kOpsCommand.description);
   ops_cmd->add_option("file", ops.file, "Trace file (recorded or imported); without it, a built-in model's step");
   ops_cmd->add_option("--run", ops.run, "Run id in the file (default: the latest run)");
   ops_cmd->add_option("--model", ops.model, "Built-in model")->capture_default_str();

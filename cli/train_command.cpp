@@ -111,7 +111,7 @@ int runTrain(TrainArgs& a, int argc, char** argv) {
 void addTrainCommand(Commands& cli) {
   auto o = std::make_shared<TrainArgs>();
   workloads::TrainOptions& t = o->t;
-  auto* train = cli.app().add_subcommand("train", "Train a built-in model on the npu and print its result");
+  auto* train = cli.app().add_subcommand(kTrainCommand.name, kTrainCommand.description);
   train->add_option("--model", t.model, "Built-in model: mlp, cnn, resnet or transformer")->capture_default_str();
   train->add_option("--device", t.device, "npu:N or cpu")->capture_default_str();
   train->add_option("--dataset", t.dataset, "fashion-mnist or synthetic")->capture_default_str();

@@ -5,7 +5,9 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <array>
 #include <cmath>
+#include <filesystem>
 
 #include <cstdio>
 #include <fstream>
@@ -222,4 +224,60 @@ TEST(CliTrain, NprocRanksTrainAsOneProcessOnTheWholeBatch) {
     EXPECT_NE(e.out.find("npuscope: error: "), std::string::npos) << e.out;
     EXPECT_NE(e.out.find(expect), std::string::npos) << e.out;
   }
+}
+
+// npuscope loads no libtorch: a report or import starts at once. The torch subcommands run in
+// npuscope-torch, which npuscope becomes (same pid, so Ctrl-C and exit codes are the user's).
+TEST(CliSplit, NpuscopeMapsNoTorchAndHandsTrainToNpuscopeTorch) {
+  // The executable's libraries, as the loader resolves them.
+  const CliRun ldd = [] {
+    FILE* p = popen(("ldd " + std::string(NPUSCOPE_CLI) + " 2>&1").c_str(), "r");
+    CliRun r{-1, ""};
+    std::array<char, 4096> buf{};
+    for (size_t n; (n = fread(buf.data(), 1, buf.size(), p)) > 0;) r.out.append(buf.data(), n);
+    r.exit_code = pclose(p);
+    return r;
+  }();
+  ASSERT_EQ(ldd.exit_code, 0) << ldd.out;
+  EXPECT_NE(ldd.out.find("libsqlite3"), std::string::npos) << ldd.out;
+  EXPECT_EQ(ldd.out.find("libtorch"), std::string::npos) << ldd.out;
+  EXPECT_EQ(ldd.out.find("libc10"), std::string::npos) << ldd.out;
+
+  // Its help lists the torch subcommands; theirs comes from npuscope-torch, with their options.
+  const CliRun help = run("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* sub : {"train", "infer", "ops", "calibrate", "report", "import"}) {
+    EXPECT_NE(help.out.find(std::string("\n  ") + sub + " "), std::string::npos) << sub << "\n" << help.out;
+  }
+  const CliRun train_help = run("train --help");
+  EXPECT_EQ(train_help.exit_code, 0) << train_help.out;
+  EXPECT_NE(train_help.out.find("--opt-level"), std::string::npos) << train_help.out;
+  // An unknown option is npuscope-torch's parse error, with CLI11's exit code.
+  const CliRun bad = run("train --no-such-option");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("--no-such-option"), std::string::npos) << bad.out;
+}
+
+TEST(CliSplit, AMissingNpuscopeTorchIsOneLineNamingIt) {
+  // npuscope alone in a folder: report still works, train names what is missing.
+  const std::string scratch = scratchPath("alone");
+  std::filesystem::create_directories(scratch);
+  const std::string dir = std::filesystem::canonical(scratch).string();
+  std::filesystem::copy_file(NPUSCOPE_CLI, dir + "/npuscope");
+  const auto lone = [&](const std::string& args) {
+    FILE* p = popen((dir + "/npuscope " + args + " 2>&1").c_str(), "r");
+    CliRun r{-1, ""};
+    std::array<char, 4096> buf{};
+    for (size_t n; (n = fread(buf.data(), 1, buf.size(), p)) > 0;) r.out.append(buf.data(), n);
+    const int st = pclose(p);
+    r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return r;
+  };
+  const CliRun version = lone("--version");
+  EXPECT_EQ(version.exit_code, 0) << version.out;
+  const CliRun train = lone("train --model mlp --steps 1");
+  EXPECT_EQ(train.exit_code, 1) << train.out;
+  EXPECT_EQ(train.out, "npuscope: error: train runs in npuscope-torch, which is not installed beside npuscope (looked for " +
+                           dir + "/npuscope-torch and " + dir + "/../libexec/npuscope/npuscope-torch)\n");
+  std::filesystem::remove_all(dir);
 }

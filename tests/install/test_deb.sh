@@ -19,7 +19,7 @@ for p in libtorch1.13 python3-torch libopenblas0-openmp libsqlite3-0 libzstd1 li
   echo "$depends" | tr ',' '\n' | grep -q "^ *$p\b" || fail "Depends lacks $p: $depends"
 done
 files=$(dpkg-deb -c "$deb" | awk '{print $6}')
-for f in ./usr/bin/npuscope ./usr/bin/npuscope-gui ./usr/lib/libnpuscope_device.so \
+for f in ./usr/bin/npuscope ./usr/libexec/npuscope/npuscope-torch ./usr/bin/npuscope-gui ./usr/lib/libnpuscope_device.so \
          ./usr/share/applications/npuscope.desktop ./usr/share/doc/npuscope/README.md; do
   echo "$files" | grep -qx "$f" || fail "$f is not in the package"
 done

@@ -13,7 +13,7 @@ source "$(dirname "$0")/common.sh"
 
 cmake --install "$build" --prefix "$prefix" --strip > "$work/install.log" || { cat "$work/install.log"; fail "cmake --install failed"; }
 py_dir=$(ls -d "$prefix"/lib/python3*/dist-packages 2>/dev/null | head -1)
-for f in bin/npuscope bin/npuscope-gui share/applications/npuscope.desktop share/doc/npuscope/README.md \
+for f in bin/npuscope libexec/npuscope/npuscope-torch bin/npuscope-gui share/applications/npuscope.desktop share/doc/npuscope/README.md \
          share/doc/npuscope/docs/schema.md; do
   [ -e "$prefix/$f" ] || fail "$f is not installed"
 done
@@ -21,10 +21,14 @@ done
 ls "$py_dir"/npuscope/_C*.so > /dev/null || fail "npuscope._C is not installed"
 
 # Nothing may come from the build tree: no RUNPATH into it, every library found.
-for bin in "$prefix/bin/npuscope" "$prefix/bin/npuscope-gui" "$py_dir"/npuscope/_C*.so; do
+for bin in "$prefix/bin/npuscope" "$prefix/libexec/npuscope/npuscope-torch" "$prefix/bin/npuscope-gui" \
+           "$py_dir"/npuscope/_C*.so; do
   if readelf -d "$bin" | grep -E 'R(UN)?PATH' | grep -q "$build"; then fail "$bin has a RUNPATH into the build tree"; fi
   if ldd "$bin" | grep -q "not found"; then ldd "$bin" | grep "not found" >&2; fail "$bin: libraries not found"; fi
 done
+
+# npuscope itself loads no libtorch (it starts npuscope-torch for train, infer, ops and calibrate).
+if ldd "$prefix/bin/npuscope" | grep -qE 'libtorch|libc10'; then fail "bin/npuscope loads libtorch"; fi
 
 cd "$work"  # not the source or build tree
 env -i PATH=/usr/bin:/bin HOME="$work" "$prefix/bin/npuscope" --version | grep -q "^npuscope " || fail "npuscope --version"
