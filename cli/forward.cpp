@@ -26,12 +26,10 @@ int runTorchCommand(const char* name, char** argv) {
   // Beside npuscope in a build tree; under libexec in an installed one (cli/CMakeLists.txt).
   const std::string dir = ownDirectory();
   const std::string candidates[] = {dir + "/npuscope-torch", dir + "/" NPUSCOPE_TORCH_CLI_FROM_BIN};
-  int error = ENOENT;
   for (const std::string& path : candidates) {
     if (::access(path.c_str(), X_OK) != 0) continue;
-    ::execv(path.c_str(), argv);
-    error = errno;  // it exists but cannot run: say so
-    return fail(std::string(name) + " runs in " + path + ", which cannot start: " + std::strerror(error));
+    ::execv(path.c_str(), argv);  // returns only when it exists but cannot run: say so
+    return fail(std::string(name) + " runs in " + path + ", which cannot start: " + std::strerror(errno));
   }
   return fail(std::string(name) + " runs in npuscope-torch, which is not installed beside npuscope (looked for " +
               candidates[0] + " and " + candidates[1] + ")");
