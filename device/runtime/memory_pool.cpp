@@ -139,8 +139,8 @@ std::string describeLiveLocked(const Pool& pool) {
 std::array<Pool, kMaxDevices>& pools() {
   static std::array<Pool, kMaxDevices>* p = [] {
     auto* arr = new std::array<Pool, kMaxDevices>();  // leaked on purpose: outlives statics
-    uint64_t capacity = parse_bytes(std::getenv("NPUSCOPE_NPU_MEMORY"), 32ull << 30);
-    uint64_t cache = parse_bytes(std::getenv("NPUSCOPE_NPU_CACHE_LIMIT"), 1ull << 30);
+    uint64_t capacity = parseBytes(std::getenv("NPUSCOPE_NPU_MEMORY"), 32ull << 30);
+    uint64_t cache = parseBytes(std::getenv("NPUSCOPE_NPU_CACHE_LIMIT"), 1ull << 30);
     for (int i = 0; i < kMaxDevices; ++i) {
       (*arr)[i].device = i;
       (*arr)[i].stats.capacity = capacity;
@@ -156,22 +156,6 @@ void notify(int device, uint64_t allocated, uint64_t reserved) {
 }
 
 }  // namespace
-
-uint64_t parse_bytes(const char* text, uint64_t fallback) {
-  if (!text || !*text) return fallback;
-  char* end = nullptr;
-  double v = std::strtod(text, &end);
-  if (end == text || v <= 0) return fallback;
-  uint64_t mult = 1;
-  switch (*end) {
-    case 'k': case 'K': mult = 1ull << 10; break;
-    case 'm': case 'M': mult = 1ull << 20; break;
-    case 'g': case 'G': mult = 1ull << 30; break;
-    case 't': case 'T': mult = 1ull << 40; break;
-    default: break;
-  }
-  return static_cast<uint64_t>(v * static_cast<double>(mult));
-}
 
 
 StatusOr<void*> allocate(int device, size_t bytes) {

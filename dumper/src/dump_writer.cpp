@@ -3,6 +3,8 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include <sys/stat.h>
@@ -334,6 +336,13 @@ std::vector<TensorDumpRecord> DumpWriter::rowsOf(DumpedOp& op) {
 
 void DumpWriter::handRows(DumpedOp& op) {
   if (options_.rows) options_.rows->addTensorDumps(rowsOf(op));
+}
+
+uint64_t diskReserve(uint64_t filesystem_bytes) {
+  const char* env = std::getenv("NPUSCOPE_DISK_RESERVE");
+  if (env != nullptr && std::strcmp(env, "0") == 0) return 0;
+  const uint64_t wanted = parseBytes(env, uint64_t{64} << 20);
+  return env != nullptr && *env != '\0' ? wanted : std::min<uint64_t>(wanted, filesystem_bytes / 4);
 }
 
 }  // namespace npuscope::dumper

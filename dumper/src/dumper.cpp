@@ -260,13 +260,6 @@ Status spaceShortfall(const std::vector<SpaceNeed>& needs, int64_t steps) {
 
 }  // namespace
 
-uint64_t diskReserve(uint64_t filesystem_bytes) {
-  const char* env = std::getenv("NPUSCOPE_DISK_RESERVE");
-  if (env != nullptr && std::strcmp(env, "0") == 0) return 0;
-  const uint64_t wanted = npu::parse_bytes(env, uint64_t{64} << 20);
-  return env != nullptr && *env != '\0' ? wanted : std::min<uint64_t>(wanted, filesystem_bytes / 4);
-}
-
 StatusOr<uint64_t> freeBytes(const std::string& path) {
   if (const char* fake = std::getenv("NPUSCOPE_FAKE_FREE_BYTES")) {
     char* end = nullptr;

@@ -1,6 +1,7 @@
 #include "npuscope/store/format.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace npuscope {
 
@@ -36,6 +37,22 @@ std::string formatFixed(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
   return buf;
+}
+
+uint64_t parseBytes(const char* text, uint64_t fallback) {
+  if (!text || !*text) return fallback;
+  char* end = nullptr;
+  double v = std::strtod(text, &end);
+  if (end == text || v <= 0) return fallback;
+  uint64_t mult = 1;
+  switch (*end) {
+    case 'k': case 'K': mult = 1ull << 10; break;
+    case 'm': case 'M': mult = 1ull << 20; break;
+    case 'g': case 'G': mult = 1ull << 30; break;
+    case 't': case 'T': mult = 1ull << 40; break;
+    default: break;
+  }
+  return static_cast<uint64_t>(v * static_cast<double>(mult));
 }
 
 }  // namespace npuscope

@@ -42,6 +42,17 @@ TEST(Format, Bytes) {
   EXPECT_EQ(formatBytes(32ull << 30), "32.00 GiB");
 }
 
+// The NPUSCOPE_* size syntax: binary units, fractions; the fallback for what is not a size.
+TEST(Format, ParsedByteCounts) {
+  EXPECT_EQ(parseBytes("4096", 7), 4096u);
+  EXPECT_EQ(parseBytes("512M", 7), 512ull << 20);
+  EXPECT_EQ(parseBytes("64k", 7), 64ull << 10);
+  EXPECT_EQ(parseBytes("1.5G", 7), 3ull << 29);
+  EXPECT_EQ(parseBytes("2T", 7), 2ull << 40);
+  for (const char* bad : {"", "M", "abc", "0", "-1G"}) EXPECT_EQ(parseBytes(bad, 7), 7u) << bad;
+  EXPECT_EQ(parseBytes(nullptr, 7), 7u);
+}
+
 TEST(Format, Durations) {
   EXPECT_EQ(formatDuration(999), "0.999us");
   EXPECT_EQ(formatDuration(1234), "1.234us");

@@ -43,10 +43,6 @@ std::string device_name(int device);
 // Parses "npu", "npu:N" or "N"; refuses anything else with a message naming the text.
 StatusOr<int> parse_device(const std::string& text);
 
-// The size syntax of the NPUSCOPE_* variables: bytes, or a number with K, M, G or T (binary
-// units), e.g. "512M", "1.5G"; `fallback` for an empty, malformed or non-positive text.
-uint64_t parse_bytes(const char* text, uint64_t fallback);
-
 // ---- memory -----------------------------------------------------------------------------
 struct MemoryStats {
   uint64_t allocated = 0;       // bytes in live blocks (rounded block sizes)

@@ -13,5 +13,8 @@ std::string formatBytes(uint64_t bytes);
 std::string formatDuration(int64_t ns);
 // `v` with `decimals` digits after the point ("12.346").
 std::string formatFixed(double v, int decimals);
+// The size syntax of the NPUSCOPE_* variables: bytes, or a number with K, M, G or T (binary
+// units), e.g. "512M", "1.5G"; `fallback` for an empty, malformed or non-positive text.
+uint64_t parseBytes(const char* text, uint64_t fallback);
 
 }  // namespace npuscope
