@@ -25,16 +25,30 @@ targets=(fuzz_acl_json fuzz_dump_file fuzz_trace_file fuzz_schedule fuzz_chrome_
 [ "$TARGET" = all ] || targets=("$TARGET")
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${targets[@]}"
 mkdir -p "$BUILD_DIR/artifacts"
-for t in "${targets[@]}"; do
+# One target per core at a time: each runs its SECONDS on a core of its own.
+run_one() {
+  local t=$1 corpus
   corpus=$(mktemp -d)
   cp -r "fuzz/corpus/${t#fuzz_}/." "$corpus/"
   # What long campaigns found (scripts/fuzz-long.sh), so that a short run starts where they got to.
   if [ -d "fuzz/campaigns/${t#fuzz_}" ]; then cp -r "fuzz/campaigns/${t#fuzz_}/." "$corpus/"; fi
   echo "fuzz: $t for ${SECONDS_EACH}s"
-  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    "$BUILD_DIR/fuzz/$t" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 \
-    -artifact_prefix="$BUILD_DIR/artifacts/$t-" -print_final_stats=1 "$corpus" 2>"$BUILD_DIR/$t.log" ||
-    { tail -60 "$BUILD_DIR/$t.log"; echo "fuzz: $t FAILED (input in $BUILD_DIR/artifacts/)"; rm -rf "$corpus"; exit 1; }
-  grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$BUILD_DIR/$t.log" | sed "s/^/fuzz: $t /"
-  rm -rf "$corpus"
+  if ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+     "$BUILD_DIR/fuzz/$t" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 \
+     -artifact_prefix="$BUILD_DIR/artifacts/$t-" -print_final_stats=1 "$corpus" 2>"$BUILD_DIR/$t.log"; then
+    grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$BUILD_DIR/$t.log" | sed "s/^/fuzz: $t /"
+    rm -rf "$corpus"
+  else
+    tail -60 "$BUILD_DIR/$t.log"; echo "fuzz: $t FAILED (input in $BUILD_DIR/artifacts/)"; rm -rf "$corpus"
+    return 1
+  fi
+}
+slots=$(nproc) running=0 failed=0
+for t in "${targets[@]}"; do
+  if (( running >= slots )); then wait -n || failed=1; running=$((running - 1)); fi
+  (( failed == 0 )) || break
+  run_one "$t" &
+  running=$((running + 1))
 done
+while (( running > 0 )); do wait -n || failed=1; running=$((running - 1)); done
+(( failed == 0 )) || exit 1
