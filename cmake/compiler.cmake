@@ -2,8 +2,13 @@
 find_program(NPUSCOPE_CCACHE ccache)
 if(NPUSCOPE_CCACHE)
   # Precompiled headers are only cacheable with this sloppiness (ccache manual, "Precompiled headers").
+  # The scripts set CCACHE_BASEDIR to the source tree, so a clone elsewhere (a CI checkout, a
+  # worktree) hashes the same relative paths; with -g ccache would still hash the working
+  # directory (hash_dir), so every new clone compiled cold. Not hashing it makes them hit: the
+  # price is a DW_AT_comp_dir naming the directory an object was first compiled in.
   set(_ccache_launcher ${CMAKE_COMMAND} -E env
       CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+      CCACHE_NOHASHDIR=1
       ${NPUSCOPE_CCACHE})
   set(CMAKE_CXX_COMPILER_LAUNCHER ${_ccache_launcher})
 endif()
