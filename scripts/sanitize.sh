@@ -12,7 +12,8 @@ bash scripts/install-deps.sh
 which=${1:-all}
 # -Og and line tables only (-g1): sanitizer reports keep file:line. GCC's ASan + UBSan
 # instrumentation is costly to optimise: at -O1 report_command.cpp took 62 s to compile, at -Og
-# 22 s (release: 10 s), with every check kept; CI builds these trees cold.
+# 22 s (release: 10 s), with every check kept; CI builds these trees cold. The torch TUs leave out
+# UBSan's null and alignment checks (cmake/torch.cmake says why).
 common=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-Og -g1 -DNDEBUG"
         -DNPUSCOPE_BUILD_GUI=OFF -DNPUSCOPE_BUILD_BENCHMARKS=OFF -DNPUSCOPE_BUILD_PYTHON=OFF)
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
