@@ -157,7 +157,6 @@ void notify(int device, uint64_t allocated, uint64_t reserved) {
 
 }  // namespace
 
-
 StatusOr<void*> allocate(int device, size_t bytes) {
   if (device < 0 || device >= kMaxDevices) {
     return invalidArgument("npu:" + std::to_string(device) + " does not exist");
