@@ -15,7 +15,7 @@
 #
 # For speed the allocator keeps no allocation stacks and a smaller quarantine
 # (malloc_context_size=0, quarantine_size_mb=16: ~13 % more inputs per second); a crash, leak or
-# timeout still stops the segment with the input in build-fuzz/artifacts/ — re-run that input
+# timeout that reproduces still stops the segment with the input in build-fuzz/artifacts/ — re-run that input
 # with scripts/fuzz.sh's options for the full report, then add it to fuzz/corpus/ with the fix.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,13 +61,35 @@ if [ -z "$(ls -A "$long/corpus")" ]; then
 fi
 echo "fuzz-long: $TARGET for ${SECONDS_EACH}s in $PROCESSES process(es) over $long/corpus ($(ls "$long/corpus" | wc -l) inputs)"
 started=$(date +%s)
+# One process: fuzz until the segment's end. libFuzzer's -timeout is wall-clock, so on a machine
+# with other work an input can overrun it only because the process was starved: a timeout's input
+# is run again alone, and if it then finishes within the limit the process goes on fuzzing (the
+# input is kept in artifacts/unreproduced/, the log says so). A crash, a leak, a timeout that
+# reproduces, or any other failure ends the process and fails the segment.
+fuzz_process() {
+  local i=$1 left unit
+  local log="$long/logs/segment-$segment-$i.log"
+  : > "$log"
+  while left=$((started + SECONDS_EACH - $(date +%s))); [ "$left" -gt 0 ]; do
+    if ASAN_OPTIONS=detect_leaks=1:malloc_context_size=0:quarantine_size_mb=16 \
+       UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+         "$BUILD_DIR/fuzz/$TARGET" -max_total_time="$left" -timeout=10 -rss_limit_mb=2048 \
+         -artifact_prefix="$BUILD_DIR/artifacts/$TARGET-" -print_final_stats=1 "$long/corpus" 2>>"$log"; then
+      continue
+    fi
+    unit=$(tail -200 "$log" | sed -n 's/.*Test unit written to \(.*timeout-[0-9a-f]*\)$/\1/p' | tail -1)
+    if [ -n "$unit" ] && tail -200 "$log" | grep -q 'ERROR: libFuzzer: timeout' &&
+       ASAN_OPTIONS=detect_leaks=1 "$BUILD_DIR/fuzz/$TARGET" -timeout=10 "$unit" >/dev/null 2>&1; then
+      mkdir -p "$BUILD_DIR/artifacts/unreproduced" && mv "$unit" "$BUILD_DIR/artifacts/unreproduced/"
+      echo "fuzz-long: the timeout did not reproduce: ${unit##*/} ran within 10 s alone (kept in artifacts/unreproduced/); fuzzing on" >> "$log"
+      continue
+    fi
+    return 1
+  done
+}
 pids=()
 for i in $(seq 1 "$PROCESSES"); do
-  ASAN_OPTIONS=detect_leaks=1:malloc_context_size=0:quarantine_size_mb=16 \
-  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    "$BUILD_DIR/fuzz/$TARGET" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 \
-    -artifact_prefix="$BUILD_DIR/artifacts/$TARGET-" -print_final_stats=1 "$long/corpus" \
-    2>"$long/logs/segment-$segment-$i.log" &
+  fuzz_process "$i" &
   pids+=($!)
 done
 result=ok
@@ -75,17 +97,20 @@ for p in "${pids[@]}"; do wait "$p" || result=FAILED; done
 elapsed=$(($(date +%s) - started))  # shorter than asked when a failure stopped it
 execs=0
 for i in $(seq 1 "$PROCESSES"); do
-  n=$(sed -n 's/^stat::number_of_executed_units: *//p' "$long/logs/segment-$segment-$i.log" | tail -1)
-  execs=$((execs + ${n:-0}))
+  # every run of the process (a process that went on after an unreproduced timeout ran more than once)
+  n=$(awk '/^stat::number_of_executed_units:/ {s += $2} END {print s + 0}' "$long/logs/segment-$segment-$i.log")
+  execs=$((execs + n))
 done
 printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$elapsed" "$PROCESSES" "$execs" \
   "$(ls "$long/corpus" | wc -l)" "$result" >> "$long.tsv"
 [ -f fuzz/campaigns.tsv ] || printf 'target\tended\tseconds\tprocesses\texecutions\tcorpus\tresult\tcommit\n' > fuzz/campaigns.tsv
 printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$TARGET" "$(date -u +%FT%TZ)" "$elapsed" "$PROCESSES" "$execs" \
   "$(ls "$long/corpus" | wc -l)" "$result" "$commit" >> fuzz/campaigns.tsv
-total=$(awk -F'\t' -v t="$TARGET" '$1 == t {s += $5} END {printf "%.0f\n", s}' fuzz/campaigns.tsv)
+# The campaign counts the segments that ended without a finding; a failed one is listed, not counted.
+total=$(awk -F'\t' -v t="$TARGET" '$1 == t && $7 == "ok" {s += $5} END {printf "%.0f\n", s}' fuzz/campaigns.tsv)
 echo "fuzz-long: $TARGET $execs executions in this segment ($result); campaign total $total over" \
-  "$(awk -F'\t' -v t="$TARGET" '$1 == t' fuzz/campaigns.tsv | wc -l) segment(s) in fuzz/campaigns.tsv"
+  "$(awk -F'\t' -v t="$TARGET" '$1 == t && $7 == "ok"' fuzz/campaigns.tsv | wc -l) segment(s) without a finding" \
+  "in fuzz/campaigns.tsv ($(awk -F'\t' -v t="$TARGET" '$1 == t && $7 != "ok"' fuzz/campaigns.tsv | wc -l) failed, not counted)"
 if [ "$result" != ok ]; then
   for i in $(seq 1 "$PROCESSES"); do tail -40 "$long/logs/segment-$segment-$i.log"; done
   echo "fuzz-long: $TARGET FAILED (input in $BUILD_DIR/artifacts/)"
