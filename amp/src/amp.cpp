@@ -16,6 +16,7 @@
 #include "model_cast.h"
 #include "npuscope/device/npu.h"
 #include "npuscope/optim/multi_tensor.h"
+#include "npuscope/store/format.h"
 
 namespace npuscope::amp {
 namespace {
@@ -67,12 +68,6 @@ State& state() {
 
 void requireInit(const char* what) {
   TORCH_CHECK(state().initialized, "amp::", what, ": amp::initialize() has not been called");
-}
-
-std::string num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
 }
 
 void flushBurst(State& s) {
@@ -667,7 +662,7 @@ StepInfo endStep(State& s, const std::function<void()>& doStep) {
     ++s.burstLen;
     if (s.props.verbosity >= 2) {
       detail::logLine("step " + std::to_string(s.steps) + " skipped on gradient overflow (" + s.detail +
-                      "); loss scale now " + num(info.next_loss_scale));
+                      "); loss scale now " + formatGeneral(info.next_loss_scale));
     }
   } else {
     flushBurst(s);

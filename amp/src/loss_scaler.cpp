@@ -6,37 +6,30 @@
 
 #include <c10/util/Exception.h>
 
+#include "npuscope/store/format.h"
+
 namespace npuscope::amp {
-namespace {
-
-std::string num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
-}  // namespace
 
 std::string LossScalerOptions::validate() const {
   auto positive = [](double v) { return std::isfinite(v) && v > 0; };
   if (!dynamic) {
-    if (!positive(static_scale)) return "loss_scale " + num(static_scale) + ": expected a positive finite number";
+    if (!positive(static_scale)) return "loss_scale " + formatGeneral(static_scale) + ": expected a positive finite number";
     return {};
   }
-  if (!positive(init_scale)) return "dynamic_init_scale " + num(init_scale) + ": expected a positive finite number";
+  if (!positive(init_scale)) return "dynamic_init_scale " + formatGeneral(init_scale) + ": expected a positive finite number";
   if (!(std::isfinite(growth_factor) && growth_factor > 1.0)) {
-    return "scale_growth_factor " + num(growth_factor) + ": expected a finite number > 1";
+    return "scale_growth_factor " + formatGeneral(growth_factor) + ": expected a finite number > 1";
   }
   if (!(backoff_factor > 0.0 && backoff_factor < 1.0)) {
-    return "scale_backoff_factor " + num(backoff_factor) + ": expected a number in (0, 1)";
+    return "scale_backoff_factor " + formatGeneral(backoff_factor) + ": expected a number in (0, 1)";
   }
   if (window < 1) return "scale_window " + std::to_string(window) + ": expected at least 1";
   if (!(std::isfinite(min_scale) && min_scale >= 0)) {
-    return "min_loss_scale " + num(min_scale) + ": expected a finite number >= 0 (0: no floor)";
+    return "min_loss_scale " + formatGeneral(min_scale) + ": expected a finite number >= 0 (0: no floor)";
   }
-  if (!positive(max_scale)) return "max_loss_scale " + num(max_scale) + ": expected a positive finite number";
+  if (!positive(max_scale)) return "max_loss_scale " + formatGeneral(max_scale) + ": expected a positive finite number";
   if (min_scale > max_scale) {
-    return "min_loss_scale " + num(min_scale) + " exceeds max_loss_scale " + num(max_scale);
+    return "min_loss_scale " + formatGeneral(min_scale) + " exceeds max_loss_scale " + formatGeneral(max_scale);
   }
   return {};
 }

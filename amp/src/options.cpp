@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "npuscope/amp/amp.h"
+#include "npuscope/store/format.h"
 
 namespace npuscope::amp {
 namespace {
@@ -18,12 +19,6 @@ std::string dtypeName(at::ScalarType t) {
 }
 
 bool isLow(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
-
-std::string num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
 
 }  // namespace
 
@@ -167,7 +162,7 @@ StatusOr<Properties> resolveOptions(const Options& o) {
     for (const auto& [name, set] : knobs) {
       if (set) {
         return invalidArgument(std::string(name) + " applies to loss_scale dynamic, but loss_scale is the fixed " +
-                               num(staticScale) + (o.loss_scale ? "" : std::string(" of ") + optLevelName(o.opt_level)));
+                               formatGeneral(staticScale) + (o.loss_scale ? "" : std::string(" of ") + optLevelName(o.opt_level)));
       }
     }
   }
@@ -182,10 +177,10 @@ StatusOr<Properties> resolveOptions(const Options& o) {
   if (o.dynamic_init_scale) {
     s.init_scale = *o.dynamic_init_scale;
     if (s.init_scale > s.max_scale) {
-      return invalidArgument("dynamic_init_scale " + num(s.init_scale) + " exceeds max_loss_scale " + num(s.max_scale));
+      return invalidArgument("dynamic_init_scale " + formatGeneral(s.init_scale) + " exceeds max_loss_scale " + formatGeneral(s.max_scale));
     }
     if (s.init_scale < s.min_scale) {
-      return invalidArgument("dynamic_init_scale " + num(s.init_scale) + " is below min_loss_scale " + num(s.min_scale));
+      return invalidArgument("dynamic_init_scale " + formatGeneral(s.init_scale) + " is below min_loss_scale " + formatGeneral(s.min_scale));
     }
   }
   const std::string err = s.validate();
@@ -210,7 +205,7 @@ std::string Properties::describe() const {
      << "keep_batchnorm_fp32  : " << (castsModel() && lowPrecisionModel() ? (keep_batchnorm_fp32 ? "true" : "false") : "-")
      << "\n"
      << "master_weights       : " << (master_weights ? "true" : "false") << "\n"
-     << "loss_scale           : " << (loss_scaler.dynamic ? std::string("dynamic") : num(loss_scaler.static_scale));
+     << "loss_scale           : " << (loss_scaler.dynamic ? std::string("dynamic") : formatGeneral(loss_scaler.static_scale));
   if (loss_scaler.dynamic) {
     os << " (init " << loss_scaler.init_scale << ", growth " << loss_scaler.growth_factor << ", backoff "
        << loss_scaler.backoff_factor << ", window " << loss_scaler.window << ", min " << loss_scaler.min_scale

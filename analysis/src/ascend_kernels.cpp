@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "npuscope/store/format.h"
+
 namespace npuscope {
 namespace {
 
@@ -92,7 +94,6 @@ constexpr std::array kTable = {
     Entry{"npu::npu_fusion_attention", "FlashAttentionScore", "MIX_AIC"},
 };
 
-bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 // "aten::index_select" -> "IndexSelect"; a trailing "_" (in place) is dropped.
 std::string camel(std::string_view name) {

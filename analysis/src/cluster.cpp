@@ -51,7 +51,6 @@ int64_t intersection(const std::vector<Interval>& a, const std::vector<Interval>
   return n;
 }
 
-bool startsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
 // "hcom_allReduce_" -> "allreduce"; an imported task "hcom_allReduce__586_0_1" -> "allreduce".
 std::string kindOfName(const std::string& name) {

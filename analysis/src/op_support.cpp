@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "npuscope/store/format.h"
+
 namespace npuscope {
 namespace {
 
@@ -36,9 +38,6 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-bool startsWith(std::string_view s, std::string_view prefix) {
-  return s.size() >= prefix.size() && s.substr(0, prefix.size()) == prefix;
-}
 
 struct ParsedList {
   std::string_view version;

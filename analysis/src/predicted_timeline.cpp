@@ -5,15 +5,14 @@
 #include <map>
 #include <unordered_map>
 
-#include "npuscope/store/format.h"
 #include "npuscope/analysis/op_support.h"
+#include "npuscope/store/format.h"
 #include "npuscope/store/saturating.h"
 #include "npuscope/store/trace_reader.h"
 
 namespace npuscope {
 namespace {
 
-bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 // Ops that only describe a tensor differently: no device kernel on a real NPU, whatever the
 // emulator's cost model charged them (it models every innermost npu op).

@@ -13,6 +13,7 @@
 #include "aten/npu_tensor.h"
 #include "npuscope/analysis/op_support.h"
 #include "npuscope/device/npu.h"
+#include "npuscope/store/format.h"
 
 namespace npuscope::npu {
 
@@ -87,7 +88,6 @@ bool contains(const std::string& s, const char* part) { return s.find(part) != s
 
 namespace {
 
-bool startsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 bool endsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }

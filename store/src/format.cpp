@@ -39,6 +39,12 @@ std::string formatFixed(double v, int decimals) {
   return buf;
 }
 
+std::string formatGeneral(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
 uint64_t parseBytes(const char* text, uint64_t fallback) {
   if (!text || !*text) return fallback;
   char* end = nullptr;

@@ -2,6 +2,8 @@
 #include <pty.h>
 #include <unistd.h>
 
+#include <sstream>
+
 #include "npuscope/store/console.h"
 #include "npuscope/store/format.h"
 #include "npuscope/store/status.h"
@@ -51,6 +53,26 @@ TEST(Format, ParsedByteCounts) {
   EXPECT_EQ(parseBytes("2T", 7), 2ull << 40);
   for (const char* bad : {"", "M", "abc", "0", "-1G"}) EXPECT_EQ(parseBytes(bad, 7), 7u) << bad;
   EXPECT_EQ(parseBytes(nullptr, 7), 7u);
+}
+
+// Numbers in messages as a std::ostream prints them (the loss-scale settings' errors quote them).
+TEST(Format, GeneralNumbersAsAStreamPrintsThem) {
+  for (double v : {65536.0, 0.5, 1e-7, 2.0 / 3.0, 1e6, 1234567.0, -0.0001, 0.0}) {
+    std::ostringstream os;
+    os << v;
+    EXPECT_EQ(formatGeneral(v), os.str()) << v;
+  }
+  EXPECT_EQ(formatGeneral(65536), "65536");
+  EXPECT_EQ(formatGeneral(1e-7), "1e-07");
+}
+
+TEST(Format, StartsWith) {
+  EXPECT_TRUE(startsWith("hcom_allReduce", "hcom_"));
+  EXPECT_TRUE(startsWith("aten::mm", ""));
+  EXPECT_TRUE(startsWith("npu::", "npu::"));
+  EXPECT_FALSE(startsWith("hcom", "hcom_"));
+  EXPECT_FALSE(startsWith("xhcom_", "hcom_"));
+  EXPECT_FALSE(startsWith("", "a"));
 }
 
 TEST(Format, Durations) {
