@@ -18,7 +18,7 @@ namespace {
 
 QString bytesText(int64_t b) { return formatBytes(b < 0 ? 0 : b); }
 
-QTableWidgetItem* cell(const QString& text, bool number = false) {
+QTableWidgetItem* readOnlyCell(const QString& text, bool number = false) {
   auto* item = new QTableWidgetItem(text);
   item->setFlags(Qt::ItemIsSelectable | Qt::ItemIsEnabled);
   if (number) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
@@ -207,9 +207,9 @@ void MemoryView::showDevice(int index) {
     components_->setRowCount(static_cast<int>(comp->components.size()));
     for (size_t i = 0; i < comp->components.size(); ++i) {
       const ComponentPeak& c = comp->components[i];
-      components_->setItem(static_cast<int>(i), 0, cell(QString::fromStdString(c.component)));
-      components_->setItem(static_cast<int>(i), 1, cell(bytesText(c.at_total_peak), true));
-      components_->setItem(static_cast<int>(i), 2, cell(bytesText(c.peak), true));
+      components_->setItem(static_cast<int>(i), 0, readOnlyCell(QString::fromStdString(c.component)));
+      components_->setItem(static_cast<int>(i), 1, readOnlyCell(bytesText(c.at_total_peak), true));
+      components_->setItem(static_cast<int>(i), 2, readOnlyCell(bytesText(c.peak), true));
     }
     components_->resizeColumnsToContents();
   }
@@ -246,11 +246,11 @@ void MemoryView::showDevice(int index) {
     if (d.at_peak.bytes[c] <= 0) continue;
     const int row = categories_->rowCount();
     categories_->insertRow(row);
-    auto* name = cell(QString::fromLatin1(memoryCategoryName(c)));
+    auto* name = readOnlyCell(QString::fromLatin1(memoryCategoryName(c)));
     name->setData(Qt::DecorationRole, memoryCategoryColor(c));
     categories_->setItem(row, 0, name);
-    categories_->setItem(row, 1, cell(bytesText(d.at_peak.bytes[c]), true));
-    categories_->setItem(row, 2, cell(QString("%1 %").arg(100.0 * static_cast<double>(d.at_peak.bytes[c]) /
+    categories_->setItem(row, 1, readOnlyCell(bytesText(d.at_peak.bytes[c]), true));
+    categories_->setItem(row, 2, readOnlyCell(QString("%1 %").arg(100.0 * static_cast<double>(d.at_peak.bytes[c]) /
                                                              static_cast<double>(std::max<int64_t>(d.at_peak.allocated, 1)),
                                                          0, 'f', 1),
                                       true));
@@ -263,15 +263,15 @@ void MemoryView::showDevice(int index) {
   for (size_t i = 0; i < shown; ++i) {
     const MemoryBlockRecord& b = d.at_peak.blocks[i];
     const int row = static_cast<int>(i);
-    auto* size = cell(bytesText(b.size), true);
+    auto* size = readOnlyCell(bytesText(b.size), true);
     size->setData(Qt::UserRole, QVariant::fromValue<qlonglong>(b.op_id));
     tensors_->setItem(row, 0, size);
-    tensors_->setItem(row, 1, cell(bytesText(b.requested), true));
-    auto* cat = cell(QString::fromLatin1(memoryCategoryName(b.category)));
+    tensors_->setItem(row, 1, readOnlyCell(bytesText(b.requested), true));
+    auto* cat = readOnlyCell(QString::fromLatin1(memoryCategoryName(b.category)));
     cat->setData(Qt::DecorationRole, memoryCategoryColor(b.category));
     tensors_->setItem(row, 2, cat);
-    tensors_->setItem(row, 3, cell(b.step >= 0 ? QString::number(b.step) : QString("-"), true));
-    tensors_->setItem(row, 4, cell(QString::fromStdString(blockOwnerText(b, r))));
+    tensors_->setItem(row, 3, readOnlyCell(b.step >= 0 ? QString::number(b.step) : QString("-"), true));
+    tensors_->setItem(row, 4, readOnlyCell(QString::fromStdString(blockOwnerText(b, r))));
   }
   tensors_->resizeColumnsToContents();
 
@@ -293,10 +293,10 @@ void MemoryView::showDevice(int index) {
   steps_->setRowCount(static_cast<int>(peaks.size()));
   for (size_t i = 0; i < peaks.size(); ++i) {
     const int row = static_cast<int>(i);
-    steps_->setItem(row, 0, cell(QString::number(peaks[i].step), true));
-    steps_->setItem(row, 1, cell(bytesText(peaks[i].allocated), true));
+    steps_->setItem(row, 0, readOnlyCell(QString::number(peaks[i].step), true));
+    steps_->setItem(row, 1, readOnlyCell(bytesText(peaks[i].allocated), true));
     for (size_t k = 0; k < present.size(); ++k) {
-      steps_->setItem(row, static_cast<int>(k) + 2, cell(bytesText(peaks[i].bytes[present[k]]), true));
+      steps_->setItem(row, static_cast<int>(k) + 2, readOnlyCell(bytesText(peaks[i].bytes[present[k]]), true));
     }
   }
   steps_->resizeColumnsToContents();

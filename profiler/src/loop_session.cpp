@@ -11,7 +11,7 @@
 
 namespace npuscope::profiler {
 namespace {
-std::atomic<LoopSession*> g_active{nullptr};
+std::atomic<LoopSession*> g_active_loop{nullptr};
 
 double orNan(std::optional<double> v) { return v ? *v : std::numeric_limits<double>::quiet_NaN(); }
 }  // namespace
@@ -28,7 +28,7 @@ struct LoopSession::Impl {
 LoopSession::LoopSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 StatusOr<std::unique_ptr<LoopSession>> LoopSession::start(const LoopSessionOptions& options) {
-  if (g_active.load()) return failedPrecondition("a recording is already active in this process");
+  if (g_active_loop.load()) return failedPrecondition("a recording is already active in this process");
   dumper::Dumper& dump = dumper::Dumper::instance();
   bool wantDump = false;
   // The dump configuration is checked before the file is touched.
@@ -59,7 +59,7 @@ StatusOr<std::unique_ptr<LoopSession>> LoopSession::start(const LoopSessionOptio
     raw->last = info;
   });
   std::unique_ptr<LoopSession> out(new LoopSession(std::move(impl)));
-  g_active.store(out.get());
+  g_active_loop.store(out.get());
   return out;
 }
 
@@ -125,7 +125,7 @@ Status LoopSession::stop(const std::string& status, const std::string& results_j
   const Status ended = s.session->stop(status, results.empty() ? "" : results.dump());
   if (first.isOk()) first = ended;
   LoopSession* self = this;
-  g_active.compare_exchange_strong(self, nullptr);
+  g_active_loop.compare_exchange_strong(self, nullptr);
   return first;
 }
 
@@ -137,6 +137,6 @@ bool LoopSession::dumping() const { return impl_->dumping; }
 std::string LoopSession::dumpDirectory() const {
   return impl_->dumping ? dumper::Dumper::instance().dumpDirectory() : "";
 }
-LoopSession* LoopSession::active() { return g_active.load(); }
+LoopSession* LoopSession::active() { return g_active_loop.load(); }
 
 }  // namespace npuscope::profiler

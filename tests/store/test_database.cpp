@@ -13,24 +13,13 @@
 #include "npuscope/store/database.h"
 #include "npuscope/store/trace_reader.h"
 #include "schema_downgrade.h"
+#include "support/scratch_db.h"
 
 namespace npuscope {
 namespace {
 
-std::string tempPath(const std::string& name) {
-  std::string p = testing::TempDir() + "/npuscope_db_" + name;
-  std::remove(p.c_str());
-  std::remove((p + "-wal").c_str());
-  std::remove((p + "-shm").c_str());
-  return p;
-}
-
-int64_t scalar(sqlite3* db, const std::string& sql) {
-  auto st = prepare(db, sql);
-  EXPECT_TRUE(st.isOk()) << st.status().message();
-  if (!st.isOk() || sqlite3_step(st->get()) != SQLITE_ROW) return -1;
-  return sqlite3_column_int64(st->get(), 0);
-}
+using testing_support::tempPath;
+using testing_support::scalar;
 
 TEST(Database, NewFileGetsTheCurrentSchema) {
   const std::string p = tempPath("new.db");

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -18,25 +19,13 @@
 #include "npuscope/store/trace_reader.h"
 #include "schema_downgrade.h"
 #include "npuscope/store/trace_writer.h"
+#include "support/scratch_db.h"
 
 namespace npuscope {
 namespace {
 
-constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-
-// Per process: CTest runs each test of this file as its own process, several at once.
-std::string tempPath(const std::string& name) {
-  std::string p = testing::TempDir() + "/npuscope_blocks_" + std::to_string(getpid()) + "_" + name;
-  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((p + suffix).c_str());
-  return p;
-}
-
-int64_t scalar(sqlite3* db, const std::string& sql) {
-  auto st = prepare(db, sql);
-  EXPECT_TRUE(st.isOk()) << sql;
-  if (!st.isOk() || sqlite3_step(st->get()) != SQLITE_ROW) return -1;
-  return sqlite3_column_int64(st->get(), 0);
-}
+using testing_support::tempPath;
+using testing_support::scalar;
 
 // Simulates the recorder: events pick a random thread, which starts an op (id from one counter)
 // or ends its innermost one (the record goes to the thread's buffer).
@@ -238,7 +227,7 @@ TEST_F(OpBlocks, TimelinesAndCursorsMatchTheRecords) {
   // A whole thread through the cursor: every op, in start order.
   auto cur = reader_->openOpCursor(1, 2, TimeWindow{});
   ASSERT_TRUE(cur.isOk());
-  int64_t n = 0, last = kMin;
+  int64_t n = 0, last = std::numeric_limits<int64_t>::min();
   OpSlice s;
   while (cur->next(&s)) {
     EXPECT_GE(s.start_ns, last);

@@ -18,15 +18,12 @@
 #include "npuscope/store/string_table.h"
 #include "npuscope/store/trace_reader.h"
 #include "npuscope/store/trace_writer.h"
+#include "support/scratch_db.h"
 
 namespace npuscope {
 namespace {
 
-std::string tempPath(const std::string& name) {
-  std::string p = testing::TempDir() + "/npuscope_tr_" + name;
-  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((p + suffix).c_str());
-  return p;
-}
+using testing_support::tempPath;
 
 // One op row of a fixture, inserted with SQL so the test controls every id and time.
 struct Op {

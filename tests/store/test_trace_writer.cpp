@@ -19,15 +19,12 @@
 #include "npuscope/store/string_table.h"
 #include "npuscope/store/trace_reader.h"
 #include "npuscope/store/trace_writer.h"
+#include "support/scratch_db.h"
 
 namespace npuscope {
 namespace {
 
-std::string tempPath(const std::string& name) {
-  std::string p = testing::TempDir() + "/npuscope_tw_" + name;
-  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((p + suffix).c_str());
-  return p;
-}
+using testing_support::tempPath;
 
 int64_t scalar(const std::string& path, const std::string& sql) {
   auto db = openTraceDatabase(path, OpenMode::kReadOnly);
