@@ -74,7 +74,7 @@ TEST(CliDiskFull, ATraceFileThatCannotGrowKeepsItsStepsAndEndsFailed) {
   SmallFilesystem fs("6m");
   if (!fs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
   const std::string db = fs.path("t.db");
-  const CliRun r = run("train --model mlp --steps 900 --db " + db);
+  const CliRun r = run("train --model mlp --steps 400 --db " + db);
   EXPECT_EQ(r.exit_code, 1) << r.out;
   const std::string line = "npuscope: error: " + db + ": the filesystem of ";
   ASSERT_NE(r.out.find(line), std::string::npos) << r.out;
@@ -86,7 +86,7 @@ TEST(CliDiskFull, ATraceFileThatCannotGrowKeepsItsStepsAndEndsFailed) {
   // Everything committed before the disk filled is there, step by step with its ops.
   const int64_t steps = sqlInt(db, "SELECT count(*) FROM steps");
   EXPECT_GT(steps, 10);
-  EXPECT_LT(steps, 900);
+  EXPECT_LT(steps, 400);
   EXPECT_EQ(sqlInt(db, "SELECT max(step) FROM steps"), steps - 1);
   EXPECT_NE(why.find("after step " + std::to_string(steps - 1) + ":"), std::string::npos) << why;
   EXPECT_GT(sqlInt(db, "SELECT count(*) FROM ops WHERE step = " + std::to_string(steps - 1)), 0);
@@ -201,7 +201,7 @@ TEST(CliInjectedDiskFull, DumpFilesFillDumpingStopsAndTheRunCompletes) {
 // line naming the file and what was lost and exits 1.
 TEST(CliInjectedDiskFull, ATraceFileThatCannotGrowKeepsItsStepsAndEndsFailed) {
   const std::string db = std::filesystem::path(scratchPath("injected_full.db")).lexically_normal().string();
-  const CliRun r = run("train --model mlp --steps 900 --db " + db, true, "NPUSCOPE_FAULT_DISK_BYTES=6M");
+  const CliRun r = run("train --model mlp --steps 400 --db " + db, true, "NPUSCOPE_FAULT_DISK_BYTES=6M");
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_EQ(countLines(r.out, "npuscope: error: "), 1) << r.out;
   std::smatch m;
@@ -222,7 +222,7 @@ TEST(CliInjectedDiskFull, ATraceFileThatCannotGrowKeepsItsStepsAndEndsFailed) {
   EXPECT_LT(summary, r.out.find("\nrecorded         run 1 in " + db + ": failed (the error below)\n"
                                 "npuscope: error: "))
       << r.out;
-  EXPECT_EQ(sqlInt(db, "SELECT json_extract(results_json, '$.steps') FROM runs"), 900);
+  EXPECT_EQ(sqlInt(db, "SELECT json_extract(results_json, '$.steps') FROM runs"), 400);
   // Memory by owner: the blocks that live to the end were written after the first step, not at
   // the stop the full disk prevented: the parameters and their gradients (fp32 both, O0) are in
   // the file, the same bytes each.
@@ -241,7 +241,7 @@ TEST(CliInjectedDiskFull, ATraceFileThatCannotGrowKeepsItsStepsAndEndsFailed) {
   EXPECT_GT(sizeOr0(db + "-wal"), sizeOr0(db));
   // Every step up to the one named is there, each with its ops; none after it.
   EXPECT_GT(last, 10);
-  EXPECT_LT(last, 899);
+  EXPECT_LT(last, 399);
   EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM steps"), last + 1);
   EXPECT_EQ(sqlInt(db, "SELECT max(step) FROM steps"), last);
   EXPECT_EQ(sqlInt(db, "SELECT count(*) FROM steps s WHERE NOT EXISTS (SELECT 1 FROM ops o WHERE o.step = s.step)"), 0);
@@ -299,7 +299,7 @@ TEST(CliInjectedDiskFull, EveryRankOfAJobKeepsItsStepsAndEndsFailed) {
   const std::string db = std::filesystem::path(scratchPath("injected_job.db")).lexically_normal().string();
   const std::string stem = db.substr(0, db.size() - 3);
   for (int rank = 0; rank < 2; ++rank) std::filesystem::remove(stem + ".rank" + std::to_string(rank) + ".db");
-  const CliRun r = run("train --nproc 2 --model mlp --steps 900 --db " + db, true, "NPUSCOPE_FAULT_DISK_BYTES=6M");
+  const CliRun r = run("train --nproc 2 --model mlp --steps 400 --db " + db, true, "NPUSCOPE_FAULT_DISK_BYTES=6M");
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("npuscope: error: rank "), std::string::npos) << "the launcher names the rank: " << r.out;
   // A rank whose disk filled says so; one the launcher stopped first (after the other rank
@@ -324,7 +324,7 @@ TEST(CliInjectedDiskFull, EveryRankOfAJobKeepsItsStepsAndEndsFailed) {
     EXPECT_EQ(countLines(r.out, "npuscope: error: " + file + ": "), 1) << r.out;
     const int64_t last = std::stoll(m[1]);
     EXPECT_GT(last, 10);
-    EXPECT_LT(last, 899);
+    EXPECT_LT(last, 399);
     EXPECT_NE(why.find("is full"), std::string::npos) << why;
     EXPECT_EQ(sqlInt(file, "SELECT count(*) FROM steps"), last + 1);
     EXPECT_GT(sqlInt(file, "SELECT count(*) FROM collectives"), last);  // a gradient all-reduce a step at least
