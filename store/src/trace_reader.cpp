@@ -553,6 +553,11 @@ StatusOr<OpAggregateTable> TraceReader::opAggregates(const OpAggregateQuery& q) 
   RETURN_IF_ERROR(snap.status());
 
   const bool by_shapes = q.group_by == OpGroupBy::kNameAndShapes;
+  if (!q.window.bounded() && !q.steps) {
+    // The whole run: the table its writer stored when it ended, if it did.
+    ASSIGN_OR_RETURN(std::optional<OpAggregateTable> stored, storedOpTable(q, by_shapes));
+    if (stored) return std::move(*stored);
+  }
   BlockFilter f;
   f.run_id = q.run_id;
   f.steps = q.steps;
@@ -615,6 +620,46 @@ StatusOr<OpAggregateTable> TraceReader::opAggregates(const OpAggregateQuery& q) 
   OpAggregateTable table = agg.table([&](int64_t id) { return std::string(stringValue(id)); }, q.sort, q.descending);
   if (q.top_n > 0 && table.rows.size() > q.top_n) table.rows.resize(q.top_n);
   return table;
+}
+
+// A run's op_totals rows (schema 13) as its op table; none when the run has no rows.
+StatusOr<std::optional<OpAggregateTable>> TraceReader::storedOpTable(const OpAggregateQuery& q, bool by_shapes) {
+  if (schema_ < 13) return std::optional<OpAggregateTable>();
+  ASSIGN_OR_RETURN(sqlite3_stmt * st,
+                   cached("op_totals", "SELECT name_id, shapes_id, calls, total_ns, self_ns, min_ns, max_ns, device_ns,"
+                                       " device_calls FROM op_totals WHERE run_id=?1"));
+  StmtUse use(st);
+  sqlite3_bind_int64(st, 1, q.run_id);
+  OpAggregator agg(by_shapes);
+  bool any = false;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    OpAggregator::Group g;
+    g.name_id = sqlite3_column_int64(st, 0);
+    g.shapes_id = sqlite3_column_int64(st, 1);
+    g.calls = sqlite3_column_int64(st, 2);
+    g.total = sqlite3_column_int64(st, 3);
+    g.self = sqlite3_column_int64(st, 4);
+    g.min = sqlite3_column_int64(st, 5);
+    g.max = sqlite3_column_int64(st, 6);
+    g.device = sqlite3_column_int64(st, 7);
+    g.device_calls = sqlite3_column_int64(st, 8);
+    agg.absorbGroup(g);
+    any = true;
+  }
+  if (rc != SQLITE_DONE) return stepError(db_.get(), "reading op totals");
+  if (!any) return std::optional<OpAggregateTable>();
+  // Rows other programs added since (past the blocks, or blocks of their own) are not in it:
+  // then the ops are read.
+  ASSIGN_OR_RETURN(std::optional<OpIdRange> tail, unblockedOps());
+  if (tail) return std::optional<OpAggregateTable>();
+  ASSIGN_OR_RETURN(sqlite3_stmt * count, cached("run_block_ops", "SELECT coalesce(sum(ops), 0) FROM op_blocks WHERE run_id=?1"));
+  sqlite3_bind_int64(count, 1, q.run_id);
+  ASSIGN_OR_RETURN(int64_t blocked, scalarInt(db_.get(), count, 0, "reading op blocks"));
+  if (blocked != agg.selected()) return std::optional<OpAggregateTable>();
+  OpAggregateTable table = agg.table([&](int64_t id) { return std::string(stringValue(id)); }, q.sort, q.descending);
+  if (q.top_n > 0 && table.rows.size() > q.top_n) table.rows.resize(q.top_n);
+  return std::optional<OpAggregateTable>(std::move(table));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@
 #include "npuscope/store/database.h"
 #include "npuscope/store/disk_faults.h"
 #include "npuscope/store/format.h"
+#include "npuscope/store/op_aggregator.h"
 #include "npuscope/store/string_table.h"
 
 namespace npuscope {
@@ -211,7 +212,8 @@ void TraceWriter::checkpointLoop() {
   }
 }
 
-TraceWriter::TraceWriter(ScopedDb db, Options options) : db_(std::move(db)), options_(options) {}
+TraceWriter::TraceWriter(ScopedDb db, Options options)
+    : db_(std::move(db)), options_(options), totals_(std::make_unique<OpTotals>()) {}
 
 TraceWriter::~TraceWriter() { (void)close(); }
 
@@ -367,6 +369,10 @@ Status TraceWriter::prepareStatements() {
   ASSIGN_OR_RETURN(statements_.insert_block_, prepare(db,
       "INSERT INTO op_blocks(run_id, thread_id, first_id, last_id, ops, backward_ops, min_start_ns, max_start_ns,"
       " max_end_ns, min_step, max_step) VALUES (?,?,?,?,?,?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(statements_.insert_totals_, prepare(db,
+      "INSERT INTO op_totals(run_id, name_id, shapes_id, calls, total_ns, self_ns, min_ns, max_ns, device_ns,"
+      " device_calls) VALUES (?,?,?,?,?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(statements_.delete_totals_, prepare(db, "DELETE FROM op_totals WHERE run_id=?1"));
   ASSIGN_OR_RETURN(statements_.insert_step_, prepare(db,
       "INSERT OR REPLACE INTO steps(run_id, step, start_ns, dur_ns, loss, loss_scale, overflow, skipped, lr, grad_norm)"
       " VALUES (?,?,?,?,?,?,?,?,?,?)"));
@@ -611,8 +617,73 @@ Status TraceWriter::writeOps(const OpBuffer& b) {
     sqlite3_reset(st);
   }
   RETURN_IF_ERROR(writeOpBlocks(b));
+  // The run's op table, in file ids as the rows have them (no string: 0; no parent: -1).
+  if (totals_stored_) RETURN_IF_ERROR(dropStoredTotals());
+  auto fileString = [&](uint32_t id) { return id == 0 || id > string_ids_.size() ? int64_t{0} : string_ids_[id - 1]; };
+  for (uint32_t i : op_order_) {
+    const OpRecord& r = b.records[i];
+    totals_->add(r.id + id_offset_, r.parent_id < 0 ? -1 : r.parent_id + id_offset_, fileString(r.name_id),
+                fileString(r.shapes_id), r.dur_ns, r.device_dur_ns);
+  }
   written_ops_.fetch_add(b.size);
   return Status::ok();
+}
+
+// The run's op_totals rows, as the run ends: its groups with the children of parents written
+// long before them settled by looking the parents up.
+Status TraceWriter::storeTotals() {
+  const int64_t run = run_id_.load();
+  RETURN_IF_ERROR(dropStoredTotals());
+  if (totals_->ops() == 0) return Status::ok();
+  sqlite3* db = db_.get();
+  Status lookup = Status::ok();
+  ScopedStmt parent;
+  if (!totals_->parents().empty()) {
+    ASSIGN_OR_RETURN(parent, prepare(db, "SELECT coalesce(name_id, 0), coalesce(shapes_id, 0) FROM op_events"
+                                         " WHERE id=?1 AND run_id=?2"));
+  }
+  const std::vector<OpAggregator::Group> groups =
+      totals_->settledGroups([&](int64_t id, int64_t* name_id, int64_t* shapes_id) {
+        sqlite3_stmt* st = parent.get();
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, id);
+        sqlite3_bind_int64(st, 2, run);
+        const int rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+          *name_id = sqlite3_column_int64(st, 0);
+          *shapes_id = sqlite3_column_int64(st, 1);
+          return true;
+        }
+        if (rc != SQLITE_DONE && lookup.isOk()) lookup = ioError(std::string("reading ops: ") + sqlite3_errmsg(db));
+        return false;
+      });
+  if (parent.get() != nullptr) sqlite3_reset(parent.get());
+  RETURN_IF_ERROR(lookup);
+  sqlite3_stmt* st = statements_.insert_totals_.get();
+  for (const OpAggregator::Group& g : groups) {
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_int64(st, 2, g.name_id);
+    sqlite3_bind_int64(st, 3, g.shapes_id);
+    sqlite3_bind_int64(st, 4, g.calls);
+    sqlite3_bind_int64(st, 5, g.total);
+    sqlite3_bind_int64(st, 6, g.self);
+    sqlite3_bind_int64(st, 7, g.min);
+    sqlite3_bind_int64(st, 8, g.max);
+    sqlite3_bind_int64(st, 9, g.device);
+    sqlite3_bind_int64(st, 10, g.device_calls);
+    RETURN_IF_ERROR(stepStatement(db, st));
+  }
+  totals_stored_ = true;
+  return Status::ok();
+}
+
+// Ops written to a run after it ended: its stored table no longer covers them (the next end
+// stores it again).
+Status TraceWriter::dropStoredTotals() {
+  totals_stored_ = false;
+  sqlite3_stmt* st = statements_.delete_totals_.get();
+  sqlite3_bind_int64(st, 1, run_id_.load());
+  return stepStatement(db_.get(), st);
 }
 
 // Summarises the buffer's ops (op_order_: in id order) as op_blocks rows: per thread, runs of
@@ -896,10 +967,13 @@ Status TraceWriter::write(Item& item) {
     payload_rows_.clear();
     payload_rows_step_ = INT64_MIN;
     dropped_.store(0);
+    totals_->clear();
+    totals_stored_ = false;
     return Status::ok();
   }
   if (auto* e = std::get_if<EndCmd>(&item)) {
     end_results_ = e->results;  // should this transaction's commit fail, the failed run keeps them
+    RETURN_IF_ERROR(storeTotals());
     sqlite3_stmt* st = statements_.end_run_.get();
     sqlite3_bind_int64(st, 1, e->ended_ns < 0 ? nowNs() : e->ended_ns);
     sqlite3_bind_text(st, 2, e->status.data(), static_cast<int>(e->status.size()), SQLITE_TRANSIENT);

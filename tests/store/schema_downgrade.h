@@ -29,6 +29,7 @@ inline std::string downgradeSql(int version) {
       "DROP TABLE memory_blocks; DROP TABLE memory_devices; DROP TABLE memory_ooms;",  // 10
       "DROP TABLE memory_components;",                                               // 11
       "ALTER TABLE dump_entries DROP COLUMN op_id;",                                 // 12
+      "DROP TABLE op_totals;",                                                       // 13
   };
   const int newest = static_cast<int>(std::size(kUndo)) + 1;
   EXPECT_EQ(newest, currentSchemaVersion()) << "a new migration: add its undo to tests/store/schema_downgrade.h";

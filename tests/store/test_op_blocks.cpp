@@ -430,5 +430,139 @@ TEST(OpBlocksMigration, SchemaOneFileGetsBlocks) {
   EXPECT_EQ((*tl)[1].id, 2);
 }
 
+// Every field of two op tables, row by row.
+void expectSameTable(const OpAggregateTable& got, const OpAggregateTable& want, const std::string& what) {
+  EXPECT_EQ(got.op_count, want.op_count) << what;
+  EXPECT_EQ(got.group_count, want.group_count) << what;
+  EXPECT_EQ(got.self_sum_ns, want.self_sum_ns) << what;
+  EXPECT_EQ(got.total_device_ns, want.total_device_ns) << what;
+  ASSERT_EQ(got.rows.size(), want.rows.size()) << what;
+  for (size_t i = 0; i < got.rows.size(); ++i) {
+    const OpAggregate &g = got.rows[i], &w = want.rows[i];
+    const std::string row = what + " row " + std::to_string(i) + " " + w.name + " " + w.input_shapes;
+    EXPECT_EQ(g.name, w.name) << row;
+    EXPECT_EQ(g.input_shapes, w.input_shapes) << row;
+    EXPECT_EQ(g.calls, w.calls) << row;
+    EXPECT_EQ(g.total_ns, w.total_ns) << row;
+    EXPECT_EQ(g.self_ns, w.self_ns) << row;
+    EXPECT_EQ(g.min_ns, w.min_ns) << row;
+    EXPECT_EQ(g.max_ns, w.max_ns) << row;
+    EXPECT_EQ(g.device_ns, w.device_ns) << row;
+    EXPECT_DOUBLE_EQ(g.self_pct, w.self_pct) << row;
+  }
+}
+
+// The whole-run table comes from the op_totals rows the writer stored as the run ended (one per
+// name and shapes), and is the table the ops themselves give: a window that holds every op makes
+// the reader read them.
+TEST_F(OpBlocks, TheWholeRunTableIsStoredAndMatchesTheOps) {
+  EXPECT_EQ(scalar(reader_->db(), "SELECT count(*) FROM op_totals WHERE run_id = 1"), 13);  // 12 names + epoch
+  EXPECT_EQ(scalar(reader_->db(), "SELECT sum(calls) FROM op_totals WHERE run_id = 1"),
+            static_cast<int64_t>(sim_->all.size()));
+  for (OpGroupBy by : {OpGroupBy::kName, OpGroupBy::kNameAndShapes}) {
+    OpAggregateQuery whole;
+    whole.run_id = 1;
+    whole.group_by = by;
+    OpAggregateQuery scanned = whole;
+    scanned.window.begin_ns = std::numeric_limits<int64_t>::min() + 1;  // bounded: every op is read
+    auto stored = reader_->opAggregates(whole);
+    auto read = reader_->opAggregates(scanned);
+    ASSERT_TRUE(stored.isOk() && read.isOk());
+    expectSameTable(*stored, *read, by == OpGroupBy::kName ? "by name" : "by shapes");
+  }
+}
+
+// Ops handed over in start order, as an import writes them: parents before their children, some
+// 100k ids before (the writer's recent ids no longer hold them: it looks them up at the end), with
+// input shapes and device time. The stored table, by name and by shapes, is the one a brute force
+// over the records gives, every field.
+TEST(OpTotals, ParentsFarBeforeTheirChildrenAndShapes) {
+  const std::string path = tempPath("totals.db");
+  std::vector<OpRecord> all;
+  {
+    TraceWriter::Options options;
+    options.max_queued_buffers = 1024;
+    auto w = TraceWriter::open(path, options);
+    ASSERT_TRUE(w.isOk()) << w.status().message();
+    ASSERT_TRUE((*w)->beginRun(RunInfo{}).isOk());
+    std::vector<uint32_t> names, shapes;
+    for (int i = 0; i < 5; ++i) names.push_back(StringTable::global().intern("aten::tot_" + std::to_string(i)));
+    for (int i = 0; i < 3; ++i) shapes.push_back(StringTable::global().intern("[[" + std::to_string(i + 1) + "]]"));
+    std::mt19937_64 rng(11);
+    const int64_t n = 200000;
+    for (int64_t id = 1; id <= n; ++id) {
+      OpRecord r;
+      r.id = id;
+      r.thread_id = 1;
+      r.start_ns = 10 * id;
+      r.dur_ns = 1 + static_cast<int64_t>(rng() % 1000);
+      r.name_id = names[static_cast<size_t>(id % 5)];
+      r.shapes_id = id % 4 == 0 ? 0 : shapes[static_cast<size_t>(id % 3)];
+      if (id > 1) {
+        const int64_t kind = id % 10;
+        r.parent_id = kind == 0 ? 1 : kind < 4 ? id - 1 - static_cast<int64_t>(rng() % 50)
+                                    : kind == 4 && id > 100001 ? id - 100000 : -1;
+      }
+      if (id % 3 == 0) r.device_dur_ns = static_cast<int64_t>(rng() % 500);
+      all.push_back(r);
+    }
+    auto buf = (*w)->takeBuffer();
+    for (const OpRecord& r : all) {
+      buf->records[buf->size++] = r;
+      if (buf->full()) ASSERT_TRUE((*w)->submit(buf));
+    }
+    ASSERT_TRUE((*w)->submit(buf));
+    ASSERT_TRUE((*w)->flush().isOk());
+    ASSERT_EQ((*w)->droppedRecords(), 0u);
+    ASSERT_TRUE((*w)->endRun("completed").isOk());
+  }
+  const std::vector<std::string> strings = StringTable::global().since(1);  // id i is strings[i - 1]
+  auto r = TraceReader::open(path);
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  EXPECT_EQ(scalar((*r)->db(), "SELECT count(*) FROM op_totals WHERE run_id = 1"), 5 * 4);  // each name: 3 shapes + none
+  for (OpGroupBy by : {OpGroupBy::kName, OpGroupBy::kNameAndShapes}) {
+    struct Want {
+      int64_t calls = 0, total = 0, self = 0, min = std::numeric_limits<int64_t>::max(), max = 0, device = 0;
+    };
+    std::map<std::pair<std::string, std::string>, Want> want;
+    std::unordered_map<int64_t, const OpRecord*> by_id;
+    for (const OpRecord& o : all) by_id[o.id] = &o;
+    auto keyOf = [&](const OpRecord& o) {
+      return std::make_pair(strings[o.name_id - 1], by == OpGroupBy::kName || o.shapes_id == 0 ? std::string()
+                                                                                            : strings[o.shapes_id - 1]);
+    };
+    for (const OpRecord& o : all) {
+      Want& x = want[keyOf(o)];
+      ++x.calls;
+      x.total += o.dur_ns;
+      x.self += o.dur_ns;
+      x.min = std::min(x.min, o.dur_ns);
+      x.max = std::max(x.max, o.dur_ns);
+      x.device += o.device_dur_ns >= 0 ? o.device_dur_ns : 0;
+    }
+    for (const OpRecord& o : all) {
+      if (o.parent_id >= 0) want[keyOf(*by_id.at(o.parent_id))].self -= o.dur_ns;
+    }
+    OpAggregateQuery q;
+    q.run_id = 1;
+    q.group_by = by;
+    auto table = (*r)->opAggregates(q);
+    ASSERT_TRUE(table.isOk()) << table.status().message();
+    EXPECT_EQ(table->op_count, static_cast<int64_t>(all.size()));
+    ASSERT_EQ(table->rows.size(), want.size());
+    for (const OpAggregate& row : table->rows) {
+      const Want& x = want.at({row.name, row.input_shapes});
+      const std::string what = row.name + " " + row.input_shapes;
+      EXPECT_EQ(row.calls, x.calls) << what;
+      EXPECT_EQ(row.total_ns, x.total) << what;
+      EXPECT_EQ(row.self_ns, x.self) << what;
+      EXPECT_EQ(row.min_ns, x.min) << what;
+      EXPECT_EQ(row.max_ns, x.max) << what;
+      EXPECT_EQ(row.device_ns, x.device) << what;
+    }
+  }
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+}
+
 }  // namespace
 }  // namespace npuscope

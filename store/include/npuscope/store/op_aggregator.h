@@ -4,6 +4,7 @@
 // reader's aggregateOps() feeds it from SQL, the GUI's timeline from the ops it holds; both
 // name the groups through their own string ids.
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -67,26 +68,35 @@ class OpAggregator {
   struct Group {
     int64_t name_id = 0, shapes_id = 0;
     int64_t calls = 0, total = 0, self = 0, min = std::numeric_limits<int64_t>::max(), max = std::numeric_limits<int64_t>::min(), device = 0, device_calls = 0;
+
+    // One call of `dur` (and `device_dur` on the device, < 0: none); its children are subtracted later.
+    void count(int64_t dur, int64_t device_dur) {
+      ++calls;
+      total = saturatingAdd(total, dur);
+      self = saturatingAdd(self, dur);
+      min = std::min(min, dur);
+      max = std::max(max, dur);
+      if (device_dur >= 0) {
+        device = saturatingAdd(device, device_dur);
+        ++device_calls;
+      }
+    }
+    // The calls of `g` (the same key, counted elsewhere) added to these.
+    void merge(const Group& g) {
+      calls += g.calls;
+      total = saturatingAdd(total, g.total);
+      self = saturatingAdd(self, g.self);
+      min = std::min(min, g.min);
+      max = std::max(max, g.max);
+      device = saturatingAdd(device, g.device);
+      device_calls += g.device_calls;
+    }
   };
 
   // `selected`: the op counts in the table; otherwise it only matters as a child of a selected op.
   void add(int64_t id, int64_t parent_id, int64_t name_id, int64_t shapes_id, int64_t dur, int64_t device_dur,
            bool selected) {
-    if (selected) {
-      const int32_t g = groupOf(name_id, shapes_id);
-      Group& gr = groups_[static_cast<size_t>(g)];
-      ++gr.calls;
-      gr.total = saturatingAdd(gr.total, dur);
-      gr.self = saturatingAdd(gr.self, dur);
-      gr.min = std::min(gr.min, dur);
-      gr.max = std::max(gr.max, dur);
-      if (device_dur >= 0) {
-        gr.device = saturatingAdd(gr.device, device_dur);
-        ++gr.device_calls;
-      }
-      ids_.set(id, g);
-      ++selected_;
-    }
+    if (selected) ids_.set(id, countOp(name_id, shapes_id, dur, device_dur));
     if (parent_id >= 0) {
       const int32_t pg = ids_.get(parent_id);
       if (pg >= 0) {
@@ -125,23 +135,31 @@ class OpAggregator {
   std::vector<int32_t> absorb(const OpAggregator& part) {
     std::vector<int32_t> map;
     map.reserve(part.groups_.size());
-    for (const Group& g : part.groups_) {
-      const int32_t here = groupOf(g.name_id, g.shapes_id);
-      Group& h = groups_[static_cast<size_t>(here)];
-      h.calls += g.calls;
-      h.total = saturatingAdd(h.total, g.total);
-      h.self = saturatingAdd(h.self, g.self);
-      h.min = std::min(h.min, g.min);
-      h.max = std::max(h.max, g.max);
-      h.device = saturatingAdd(h.device, g.device);
-      h.device_calls += g.device_calls;
-      map.push_back(here);
-    }
-    selected_ += part.selected_;
+    for (const Group& g : part.groups_) map.push_back(absorbGroup(g));
     return map;
   }
 
+  // Adds one group counted elsewhere (another aggregator's, or a run's stored op_totals row; by
+  // name, its shapes are ignored); returns its index here.
+  int32_t absorbGroup(const Group& g) {
+    const int32_t here = groupOf(g.name_id, g.shapes_id);
+    groups_[static_cast<size_t>(here)].merge(g);
+    selected_ += g.calls;
+    return here;
+  }
+
+  // Counts one selected op in its group without keeping its id (OpTotals keeps ids its own way);
+  // returns the group.
+  int32_t countOp(int64_t name_id, int64_t shapes_id, int64_t dur, int64_t device_dur) {
+    const int32_t g = groupOf(name_id, shapes_id);
+    groups_[static_cast<size_t>(g)].count(dur, device_dur);
+    ++selected_;
+    return g;
+  }
+
   std::vector<Group>& groups() { return groups_; }
+  // The group of this key, made (empty) when there is none yet.
+  int32_t groupIndex(int64_t name_id, int64_t shapes_id) { return groupOf(name_id, shapes_id); }
 
   // The key_averages table of the groups, sorted; `string_of` names a name or shapes id.
   OpAggregateTable table(const std::function<std::string(int64_t)>& string_of, OpSortKey sort,
@@ -217,6 +235,81 @@ class OpAggregator {
   IdGroupMap ids_;
   std::vector<std::pair<int64_t, int64_t>> pending_;
   int64_t selected_ = 0;
+};
+
+// A run's op table kept while its ops are written (TraceWriter, in the writer's file ids): the
+// same groups as OpAggregator by name and shapes over every op of the run, stored in op_totals
+// when the run ends, so that a whole-run table reads a few rows instead of every op. Ops come
+// in any order. Their children are settled with a parent seen among the last kRecent ids (the
+// usual case: a parent comes shortly before or, written when it ends, after its children);
+// what is left, parents() names, the writer looks up in the file at the end.
+class OpTotals {
+ public:
+  void clear() { *this = OpTotals(); }
+
+  void add(int64_t id, int64_t parent_id, int64_t name_id, int64_t shapes_id, int64_t dur, int64_t device_dur) {
+    const int32_t g = groups_.countOp(name_id, shapes_id, dur, device_dur);
+    if (recent_.empty()) {
+      recent_.assign(kRecent, Recent{});
+      waiting_slots_.assign(kRecent, 0);
+    }
+    const size_t slot = static_cast<size_t>(id) & (kRecent - 1);
+    if (waiting_slots_[slot] != 0) {  // children that came first, perhaps this op's
+      auto it = waiting_.find(id);
+      if (it != waiting_.end()) {
+        groups_.subtractChild(g, it->second);
+        waiting_.erase(it);
+        --waiting_slots_[slot];
+      }
+    }
+    recent_[slot] = Recent{id, g};
+    if (parent_id < 0) return;
+    const size_t parent_slot = static_cast<size_t>(parent_id) & (kRecent - 1);
+    const Recent& p = recent_[parent_slot];
+    if (p.id == parent_id) {
+      groups_.subtractChild(p.group, dur);
+      return;
+    }
+    auto [it, fresh] = waiting_.try_emplace(parent_id, 0);
+    it->second = saturatingAdd(it->second, dur);
+    if (fresh) ++waiting_slots_[parent_slot];
+  }
+
+  // Parents not seen among the recent ids (id -> their children's summed durations): seen long
+  // before, or never (not in the run).
+  const std::unordered_map<int64_t, int64_t>& parents() const { return waiting_; }
+  // The groups, with the children of parents() settled by `group_of(id, &name_id, &shapes_id)`
+  // (false: the parent is not in the run). The ops may go on being counted afterwards.
+  template <typename GroupOf>
+  std::vector<OpAggregator::Group> settledGroups(GroupOf group_of) {
+    std::vector<std::pair<int32_t, int64_t>> children;
+    for (const auto& [parent, dur] : waiting_) {
+      int64_t name_id = 0, shapes_id = 0;
+      if (group_of(parent, &name_id, &shapes_id)) children.emplace_back(groups_.groupIndex(name_id, shapes_id), dur);
+    }
+    std::vector<OpAggregator::Group> out = groups_.groups();
+    for (const auto& [g, dur] : children) {
+      int64_t& self = out[static_cast<size_t>(g)].self;
+      self = saturatingSub(self, dur);
+    }
+    // A group made only by the lookup (a parent whose row changed since): no call of it counted.
+    out.erase(std::remove_if(out.begin(), out.end(), [](const OpAggregator::Group& g) { return g.calls == 0; }),
+              out.end());
+    return out;
+  }
+  int64_t ops() const { return groups_.selected(); }
+
+ private:
+  static constexpr size_t kRecent = size_t{1} << 14;
+  struct Recent {
+    int64_t id = -1;
+    int32_t group = -1;
+  };
+  OpAggregator groups_{/*by_shapes=*/true};
+  std::vector<Recent> recent_;  // by id modulo kRecent: the last op of each slot
+  std::unordered_map<int64_t, int64_t> waiting_;
+  // By id modulo kRecent: how many of waiting_'s ids fall there (most ops need no lookup).
+  std::vector<uint32_t> waiting_slots_;
 };
 
 }  // namespace npuscope

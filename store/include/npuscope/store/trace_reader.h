@@ -384,6 +384,8 @@ class TraceReader {
   StatusOr<std::optional<OpIdRange>> unblockedOps();
   StatusOr<int64_t> maxOpId();
   StatusOr<std::vector<StepDeviceTime>> stepTaskTimes(int64_t run_id);
+  // The run's stored op table (op_totals, written when it ended), or none.
+  StatusOr<std::optional<OpAggregateTable>> storedOpTable(const OpAggregateQuery& q, bool by_shapes);
   StatusOr<sqlite3_stmt*> cached(const char* key, const std::string& sql);
   Status loadStrings();
   void noteDamage(std::string what);

@@ -33,6 +33,8 @@ bool encodeDumpPayload(const uint8_t* data, size_t size, std::vector<uint8_t>* f
 
 class StringTable;
 
+class OpTotals;  // op_aggregator.h
+
 class TraceWriter {
  public:
   struct Options {
@@ -145,6 +147,8 @@ class TraceWriter {
   Status write(Item& item);
   Status writeOps(const OpBuffer& b);
   Status writeOpBlocks(const OpBuffer& b);
+  Status storeTotals();
+  Status dropStoredTotals();
   Status writeNewStrings();
   Status writeMemory(const MemoryRecord& m);
   void bindMemory(sqlite3_stmt* st, int first, const MemoryRecord& m);  // parameters first+1..first+5
@@ -169,7 +173,7 @@ class TraceWriter {
     ScopedStmt insert_op_, insert_ops_, insert_block_, insert_step_, insert_overflow_, insert_collective_,
         insert_memory_, insert_memories_, insert_mem_block_, insert_mem_blocks_, insert_mem_device_, insert_oom_, insert_component_, update_mem_block_,
         insert_dump_, insert_entry_, insert_task_, insert_tasks_, insert_string_, insert_run_,
-        end_run_, begin_, commit_;
+        insert_totals_, delete_totals_, end_run_, begin_, commit_;
   } statements_;
 
   // After the first write error (writer thread only): the reason the run failed, whether the
@@ -218,6 +222,8 @@ class TraceWriter {
   bool in_txn_ = false;           // writer thread only
   int64_t id_offset_ = 0;         // writer thread only: added to the run's op ids (see BeginCmd)
   std::vector<uint32_t> op_order_;  // writer thread only: a buffer's records in id order
+  std::unique_ptr<OpTotals> totals_;  // writer thread only: the run's op table so far
+  bool totals_stored_ = false;      // writer thread only: the run's op_totals rows are in
   // Writer thread only: tensor_dumps row ids of the payload keys of the step being written.
   std::unordered_map<uint64_t, int64_t> payload_rows_;
   int64_t payload_rows_step_ = INT64_MIN;
