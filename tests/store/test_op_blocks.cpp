@@ -472,6 +472,35 @@ TEST_F(OpBlocks, TheWholeRunTableIsStoredAndMatchesTheOps) {
   }
 }
 
+// A file whose stored rows count more calls than its ops (another program's edit, a corrupt
+// file): the sums saturate rather than overflow, and the table is read from the ops.
+TEST_F(OpBlocks, StoredRowsThatDisagreeWithTheOpsAreNotUsed) {
+  const std::string copy = tempPath("sim_edited.db");
+  ASSERT_EQ(sqlite3_exec(reader_->db(), ("VACUUM INTO '" + copy + "'").c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(copy.c_str(), &db), SQLITE_OK);
+  // A second row for the first name (other shapes), both with the largest count a file can hold.
+  ASSERT_EQ(sqlite3_exec(db,
+                         "INSERT INTO op_totals SELECT run_id, name_id, shapes_id + 1000, calls, total_ns, self_ns,"
+                         " min_ns, max_ns, device_ns, device_calls FROM op_totals ORDER BY rowid LIMIT 1;"
+                         "UPDATE op_totals SET calls = 9223372036854775807, device_calls = 9223372036854775807"
+                         " WHERE name_id = (SELECT name_id FROM op_totals ORDER BY rowid LIMIT 1)",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto edited = TraceReader::open(copy);
+  ASSERT_TRUE(edited.isOk()) << edited.status().message();
+  OpAggregateQuery whole;
+  whole.run_id = 1;
+  auto got = (*edited)->opAggregates(whole);
+  auto want = reader_->opAggregates(whole);
+  ASSERT_TRUE(got.isOk() && want.isOk());
+  expectSameTable(*got, *want, "edited file");
+  EXPECT_EQ(got->op_count, static_cast<int64_t>(sim_->all.size()));
+  edited->reset();
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((copy + suffix).c_str());
+}
+
 // Ops handed over in start order, as an import writes them: parents before their children, some
 // 100k ids before (the writer's recent ids no longer hold them: it looks them up at the end), with
 // input shapes and device time. The stored table, by name and by shapes, is the one a brute force
@@ -509,7 +538,9 @@ TEST(OpTotals, ParentsFarBeforeTheirChildrenAndShapes) {
     auto buf = (*w)->takeBuffer();
     for (const OpRecord& r : all) {
       buf->records[buf->size++] = r;
-      if (buf->full()) ASSERT_TRUE((*w)->submit(buf));
+      if (buf->full()) {
+        ASSERT_TRUE((*w)->submit(buf));
+      }
     }
     ASSERT_TRUE((*w)->submit(buf));
     ASSERT_TRUE((*w)->flush().isOk());

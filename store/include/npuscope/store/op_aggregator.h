@@ -82,14 +82,15 @@ class OpAggregator {
       }
     }
     // The calls of `g` (the same key, counted elsewhere) added to these.
+    // (Its figures may come from a file: sums saturate.)
     void merge(const Group& g) {
-      calls += g.calls;
+      calls = saturatingAdd(calls, g.calls);
       total = saturatingAdd(total, g.total);
       self = saturatingAdd(self, g.self);
       min = std::min(min, g.min);
       max = std::max(max, g.max);
       device = saturatingAdd(device, g.device);
-      device_calls += g.device_calls;
+      device_calls = saturatingAdd(device_calls, g.device_calls);
     }
   };
 
@@ -144,7 +145,7 @@ class OpAggregator {
   int32_t absorbGroup(const Group& g) {
     const int32_t here = groupOf(g.name_id, g.shapes_id);
     groups_[static_cast<size_t>(here)].merge(g);
-    selected_ += g.calls;
+    selected_ = saturatingAdd(selected_, g.calls);
     return here;
   }
 
