@@ -9,6 +9,7 @@
 #include "acl_dump_import.h"
 #include "files.h"
 #include "json_text.h"
+#include "text.h"
 #include "npuscope/dumper/dump_file.h"
 #include "npuscope/store/tensor_data.h"
 #include "npuscope/store/trace_writer.h"
@@ -183,7 +184,9 @@ StatusOr<std::unique_ptr<TraceWriter>> openImportWriter(const std::string& db, c
 
 StatusOr<Summary> finishImport(TraceWriter& writer, Summary summary) {
   RETURN_IF_ERROR(writer.flush());
+  tracePhase("flushed");
   const Status closed = writer.close();
+  tracePhase("closed");
   if (!closed.isOk()) summary.warning = closed.message();
   return summary;
 }

@@ -27,6 +27,7 @@ struct Frame {
   int64_t start_ns;
   int64_t modeled_ns;  // modeled device duration, -1: not a device op
   const char* name;    // valid while the op runs
+  uint32_t name_id;    // the name interned (looked up once, at the start)
   uint32_t shapes_id;
   uint32_t dtypes_id;
   int32_t children;
@@ -229,13 +230,14 @@ ShapeIds shapeIds(ThreadState& ts, c10::ArrayRef<const c10::IValue> inputs, uint
 
 // Op names from schemas live as long as the operator: cached by pointer. Names of autograd
 // nodes and user scopes are strings owned by each RecordFunction (pointers get reused): cached
-// by content.
+// by content. The cache holds schema names only, so a pointer found there is one: the test for
+// a schema (operator_name(), which copies the name's strings) runs once per operator, not per op.
 uint32_t nameId(ThreadState& ts, const at::RecordFunction& fn) {
   const char* name = fn.name();
-  if (fn.scope() == at::RecordScope::FUNCTION && fn.operator_name().has_value()) {
+  if (fn.scope() == at::RecordScope::FUNCTION) {
     auto it = ts.names.find(name);
-    return it != ts.names.end() ? it->second
-                                : ts.names.emplace(name, StringTable::global().intern(name)).first->second;
+    if (it != ts.names.end()) return it->second;
+    if (fn.operator_name().has_value()) return ts.names.emplace(name, StringTable::global().intern(name)).first->second;
   }
   uint64_t h = 1469598103934665603ull;
   for (const char* c = name; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
@@ -272,11 +274,13 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     g_epoch.fetch_add(1, std::memory_order_relaxed);
     if (f.backward) g_after_backward.store(true, std::memory_order_relaxed);
   }
+  const bool keep = g_keep.load(std::memory_order_relaxed);
+  f.name_id = keep ? nameId(ts, fn) : 0;  // 0: not looked up (recording was off at the start)
   f.shapes_id = f.dtypes_id = 0;
   f.device = -1;
   f.modeled_ns = -1;
   f.host_sync = false;
-  if (g_keep.load(std::memory_order_relaxed) && g_shapes.load(std::memory_order_relaxed) && fn.needsInputs()) {
+  if (keep && g_shapes.load(std::memory_order_relaxed) && fn.needsInputs()) {
     uint64_t h = 0;
     int device = -1;
     const ShapeIds ids = shapeIds(ts, fn.inputs(), &h, &device);
@@ -285,7 +289,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     f.device = static_cast<int8_t>(device);
     f.host_sync = device >= 0 && isBlockingHostDeviceCopy(f.name, fn.inputs());
     if (device >= 0 && fn.scope() == at::RecordScope::FUNCTION) {
-      const uint64_t key = mix(h, nameId(ts, fn));
+      const uint64_t key = mix(h, f.name_id);
       auto cit = ts.cost.find(key);
       if (cit != ts.cost.end()) {
         f.modeled_ns = cit->second;
@@ -343,7 +347,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   r.step = static_cast<int32_t>(g_step.load(std::memory_order_relaxed));
   r.depth = static_cast<int16_t>(ts.depth);
   r.is_backward = f.backward ? 1 : 0;
-  r.name_id = nameId(ts, fn);
+  r.name_id = f.name_id != 0 ? f.name_id : nameId(ts, fn);
   r.shapes_id = f.shapes_id;
   r.dtypes_id = f.dtypes_id;
   r.device = f.device;

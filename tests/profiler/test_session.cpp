@@ -241,6 +241,31 @@ TEST(RecordingSession, ScheduleKeepsOnlyActiveSteps) {
   EXPECT_EQ(db.strings("SELECT step FROM steps ORDER BY step"), (std::vector<std::string>{"3", "4"}));
 }
 
+// An op that began in a warmup step (seen, not kept) and ended in a recorded one is kept with its
+// name: the recorder looks names up at an op's start only while it keeps ops.
+TEST(RecordingSession, AScopeThatBeganInWarmupIsRecordedWithItsName) {
+  const std::string p = tempPath("warmup_scope.db");
+  auto sched = Schedule::parse("warmup=1,active=1,repeat=1");
+  ASSERT_TRUE(sched.isOk());
+  {
+    auto s = RecordingSession::start({p, RunInfo{}, *sched});
+    ASSERT_TRUE(s.isOk());
+    const at::Tensor x = at::ones({4}).to(npu::device(0));
+    {
+      UserScope scope("spans_warmup_and_active");
+      (void)(x + 1);     // step 0: warmup
+      (*s)->step({});    // step 1 is recorded
+      (void)(x * 2);
+    }
+    ASSERT_TRUE((*s)->stop().isOk());
+  }
+  Db db(p);
+  EXPECT_EQ(db.strings("SELECT name FROM ops WHERE name IN ('spans_warmup_and_active', 'aten::mul', 'aten::add')"
+                       " ORDER BY name"),
+            (std::vector<std::string>{"aten::mul", "spans_warmup_and_active"}));
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM op_events WHERE name_id IS NULL OR name_id NOT IN (SELECT id FROM strings)"), 0);
+}
+
 TEST(RecordingSession, DumpedTensorsLinkToTheOpsThatProducedThem) {
   const std::string p = tempPath("linked.db");
   auto sched = Schedule::parse("skip_first=1");  // step 0 dumped but not recorded
