@@ -155,7 +155,11 @@ at::Tensor recycledAlias(const at::Tensor& npu) {
 at::Tensor aliasAsCpu(const at::Tensor& npu) {
   at::Tensor alias = recycledAlias(npu);
   c10::TensorImpl* impl = alias.unsafeGetTensorImpl();
-  impl->set_sizes_and_strides(npu.sizes(), npu.strides(), npu.storage_offset());
+  // A recycled alias often had this layout already (the same op again): setting it anyway
+  // recomputes numel and every contiguity flag, a good part of a small op's cost on the npu.
+  if (impl->storage_offset() != npu.storage_offset() || impl->sizes() != npu.sizes() || impl->strides() != npu.strides()) {
+    impl->set_sizes_and_strides(npu.sizes(), npu.strides(), npu.storage_offset());
+  }
   impl->_set_conj(npu.is_conj());
   impl->_set_neg(npu.is_neg());
   return alias;
