@@ -98,14 +98,6 @@ simdjson::error_code keyOf(od::field& f, const char* text_end, std::string_view&
   return f.unescaped_key().get(out);
 }
 
-// `key` is the literal: its length is a constant, so the comparison compiles to a few integer
-// compares instead of a memcmp call per key tried (a real trace's events have a dozen args, most
-// of which this parser does not read, each tried against every name below).
-template <size_t N>
-inline bool is(std::string_view key, const char (&literal)[N]) {
-  return key.size() == N - 1 && std::memcmp(key.data(), literal, N - 1) == 0;
-}
-
 }  // namespace
 
 std::string_view StringArena::copy(std::string_view s) {

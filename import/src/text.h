@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <string>
@@ -39,6 +40,14 @@ class CsvReader {
 // A link id (correlation, connection_id, flow id) as a number: its value when it fits 63 bits,
 // else a hash of its text (torch_npu writes ids such as 40004068119343529983). Inline: the
 // chrome parser calls it for every event that links.
+// `s` is the literal: its length is a constant, so the comparison compiles to a few integer
+// compares instead of a memcmp call (a trace's every event is tried against many keys, phases
+// and categories, most of the same length as one of them).
+template <size_t N>
+inline bool is(std::string_view s, const char (&literal)[N]) {
+  return s.size() == N - 1 && std::memcmp(s.data(), literal, N - 1) == 0;
+}
+
 inline int64_t linkKey(std::string_view t) {
   while (!t.empty() && (t.front() == '"' || t.front() == ' ')) t.remove_prefix(1);
   while (!t.empty() && (t.back() == '"' || t.back() == ' ')) t.remove_suffix(1);

@@ -264,25 +264,25 @@ void TraceModel::addEvent(const EventFields& e) {
   const int64_t pid = e.pid_is_number ? e.pid : numericId(e.pid_text);
   const int64_t tid = e.tid_is_number ? e.tid : numericId(e.tid_text);
   // Categories decided without the process names: not kept at all.
-  if (e.cat == "python_function") {
+  if (is(e.cat, "python_function")) {
     skip("Python stack frames (python_function)");
     return;
   }
-  if (e.ph == "M") {
-    if (e.name == "process_name") process_names_[pid] = std::string(e.arg_name);
-    if (e.name == "thread_name") thread_names_[{pid, tid}] = std::string(e.arg_name);
+  if (is(e.ph, "M")) {
+    if (is(e.name, "process_name")) process_names_[pid] = std::string(e.arg_name);
+    if (is(e.name, "thread_name")) thread_names_[{pid, tid}] = std::string(e.arg_name);
     return;
   }
-  if (e.ph == "s" || e.ph == "f" || e.ph == "t") {
+  if (is(e.ph, "s") || is(e.ph, "f") || is(e.ph, "t")) {
     // Launch flows link a host call to its device task; torch_npu's and Kineto's other flows
     // (fwdbwd, async_npu, async_task_queue) are relations npuscope derives itself.
-    if (e.ph == "s" && (e.cat == "ac2g" || e.cat == "HostToDevice") && e.ts_ns) {
+    if (is(e.ph, "s") && (is(e.cat, "ac2g") || is(e.cat, "HostToDevice")) && e.ts_ns) {
       flow_starts_.push_back(FlowStart{linkKey(e.id), *e.ts_ns, laneOf(pid, tid)});
     }
     return;
   }
-  if (e.ph == "i" || e.ph == "I") {
-    if (e.name == "[memory]") {
+  if (is(e.ph, "i") || is(e.ph, "I")) {
+    if (is(e.name, "[memory]")) {
       if (!e.ts_ns || !e.total_allocated) {
         skip("[memory] events without a time or Total Allocated");
       } else if (e.device_type.value_or(0) == 0) {
@@ -300,7 +300,7 @@ void TraceModel::addEvent(const EventFields& e) {
     }
     return;
   }
-  if (e.ph == "C") {
+  if (is(e.ph, "C")) {
     // npuscope's export writes a device's memory as "Memory npu:N" counters.
     if (e.name.rfind("Memory npu:", 0) == 0 && e.allocated && e.ts_ns) {
       MemoryRecord m;
@@ -314,7 +314,7 @@ void TraceModel::addEvent(const EventFields& e) {
     skip("counter events");
     return;
   }
-  if (e.ph != "X") {
+  if (!is(e.ph, "X")) {
     skip("events of phase '" + std::string(e.ph) + "'");
     return;
   }
