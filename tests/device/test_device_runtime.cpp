@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <map>
@@ -11,6 +12,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "npuscope/device/npu.h"
 
@@ -373,6 +375,44 @@ TEST(StreamModel, WithoutQueueTheHostWaitsForEachOp) {
   EXPECT_EQ(b.start_ns, 110);
   EXPECT_EQ(b.end_ns, 160);
   EXPECT_EQ(s.host_delay_ns(), 150);
+}
+
+// The process's shared streams (what the recorder submits every device op to) follow
+// StreamModel's rule, and ops submitted from several threads at once never overlap on a stream:
+// together they fill it from the first start without a gap.
+TEST(StreamModel, SharedStreamsTileOpsFromManyThreads) {
+  if (!npu::task_queue_enabled()) GTEST_SKIP() << "TASK_QUEUE_ENABLE=0";
+  npu::reset_streams();
+  const auto a = npu::submit_to_stream(1, 0, 100), b = npu::submit_to_stream(1, 10, 50);
+  const auto c = npu::submit_to_stream(1, 500, 20);
+  EXPECT_EQ(a.start_ns, 0);
+  EXPECT_EQ(b.start_ns, 100);
+  EXPECT_EQ(b.end_ns, 150);
+  EXPECT_EQ(c.start_ns, 500);
+  npu::reset_streams();
+  constexpr int kThreads = 4, kOps = 20000;
+  std::vector<std::vector<npu::StreamSlot>> slots(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&slots, t] {
+      for (int i = 0; i < kOps; ++i) slots[t].push_back(npu::submit_to_stream(2, 0, 1 + (i + t) % 7));
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  std::vector<std::pair<int64_t, int64_t>> all;
+  int64_t total = 0;
+  for (const auto& v : slots) {
+    for (const auto& s : v) {
+      all.emplace_back(s.start_ns, s.end_ns);
+      total += s.end_ns - s.start_ns;
+    }
+  }
+  std::sort(all.begin(), all.end());
+  ASSERT_EQ(all.size(), static_cast<size_t>(kThreads * kOps));
+  EXPECT_EQ(all.front().first, 0);
+  for (size_t i = 1; i < all.size(); ++i) ASSERT_EQ(all[i].first, all[i - 1].second) << "slot " << i;
+  EXPECT_EQ(all.back().second, total);
+  npu::reset_streams();
 }
 
 // libtorch's at::parallel_for is an inline template that runs on the calling thread alone unless
