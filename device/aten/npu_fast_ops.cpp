@@ -1,9 +1,13 @@
 #include "aten/npu_fast_ops.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/add_cpu_dispatch.h>
 #include <ATen/ops/add_ops.h>
+#include <ATen/ops/div_cpu_dispatch.h>
 #include <ATen/ops/div_ops.h>
+#include <ATen/ops/mul_cpu_dispatch.h>
 #include <ATen/ops/mul_ops.h>
+#include <ATen/ops/sub_cpu_dispatch.h>
 #include <ATen/ops/sub_ops.h>
 
 #include "aten/npu_fallback.h"
@@ -13,8 +17,6 @@
 
 namespace npuscope::npu::aten {
 namespace {
-
-const c10::DispatchKeySet kCpu(c10::DispatchKey::CPU);
 
 // The fast path handles full-precision npu `self` with an npu `other` on the same device or a
 // CPU scalar tensor, while float-status tracking is off and no op observer is set.
@@ -32,8 +34,10 @@ void boxed(Args&&... args) {
   npuFallback(op, &stack);
 }
 
-template <class Op, class Unused, class... Extra>
-at::Tensor fastFunctional(const at::Tensor& self, const at::Tensor& other, const Extra&... extra) {
+// `cpu` is the op's CPU kernel called directly (at::cpu::add and the like, what a redispatch to
+// the CPU key would reach through one more dispatcher pass).
+template <class Op, class Cpu, class... Extra>
+at::Tensor fastFunctional(Cpu cpu, const at::Tensor& self, const at::Tensor& other, const Extra&... extra) {
   if (!fastEligible(self, other)) {
     static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
     torch::jit::Stack stack;
@@ -45,15 +49,15 @@ at::Tensor fastFunctional(const at::Tensor& self, const at::Tensor& other, const
   DeviceAllocationScope scope(device);
   at::Tensor a = aliasAsCpu(self);
   at::Tensor b = isNpu(other) ? aliasAsCpu(other) : other;
-  at::Tensor r = Op::redispatch(kCpu, a, b, extra...);
+  at::Tensor r = cpu(a, b, extra...);
   at::Tensor out = wrapAsNpu(r, device);
   recycleAlias(std::move(a));
   if (isNpu(other)) recycleAlias(std::move(b));
   return out;
 }
 
-template <class Op, class... Extra>
-at::Tensor& fastInplace(at::Tensor& self, const at::Tensor& other, const Extra&... extra) {
+template <class Op, class Cpu, class... Extra>
+at::Tensor& fastInplace(Cpu cpu, at::Tensor& self, const at::Tensor& other, const Extra&... extra) {
   if (!fastEligible(self, other)) {
     boxed<Op>(self, other, extra...);
     return self;
@@ -62,7 +66,7 @@ at::Tensor& fastInplace(at::Tensor& self, const at::Tensor& other, const Extra&.
   at::Tensor a = aliasAsCpu(self);
   const void* data = a.unsafeGetTensorImpl()->storage().data();
   at::Tensor b = isNpu(other) ? aliasAsCpu(other) : other;
-  Op::redispatch(kCpu, a, b, extra...);
+  cpu(a, b, extra...);
   syncMutatedAlias(self, a, data);
   recycleAlias(std::move(a));
   if (isNpu(other)) recycleAlias(std::move(b));
@@ -72,28 +76,40 @@ at::Tensor& fastInplace(at::Tensor& self, const at::Tensor& other, const Extra&.
 }  // namespace
 
 at::Tensor& add_inplace(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  return fastInplace<at::_ops::add__Tensor>(self, other, alpha);
+  return fastInplace<at::_ops::add__Tensor>(
+      [](at::Tensor& a, const at::Tensor& b, const at::Scalar& s) -> at::Tensor& { return at::cpu::add_(a, b, s); }, self, other,
+      alpha);
 }
 at::Tensor add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  return fastFunctional<at::_ops::add_Tensor, void>(self, other, alpha);
+  return fastFunctional<at::_ops::add_Tensor>(
+      [](const at::Tensor& a, const at::Tensor& b, const at::Scalar& s) { return at::cpu::add(a, b, s); }, self, other,
+      alpha);
 }
 at::Tensor& sub_inplace(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  return fastInplace<at::_ops::sub__Tensor>(self, other, alpha);
+  return fastInplace<at::_ops::sub__Tensor>(
+      [](at::Tensor& a, const at::Tensor& b, const at::Scalar& s) -> at::Tensor& { return at::cpu::sub_(a, b, s); }, self, other,
+      alpha);
 }
 at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  return fastFunctional<at::_ops::sub_Tensor, void>(self, other, alpha);
+  return fastFunctional<at::_ops::sub_Tensor>(
+      [](const at::Tensor& a, const at::Tensor& b, const at::Scalar& s) { return at::cpu::sub(a, b, s); }, self, other,
+      alpha);
 }
 at::Tensor& mul_inplace(at::Tensor& self, const at::Tensor& other) {
-  return fastInplace<at::_ops::mul__Tensor>(self, other);
+  return fastInplace<at::_ops::mul__Tensor>(
+      [](at::Tensor& a, const at::Tensor& b) -> at::Tensor& { return at::cpu::mul_(a, b); }, self, other);
 }
 at::Tensor mul(const at::Tensor& self, const at::Tensor& other) {
-  return fastFunctional<at::_ops::mul_Tensor, void>(self, other);
+  return fastFunctional<at::_ops::mul_Tensor>(
+      [](const at::Tensor& a, const at::Tensor& b) { return at::cpu::mul(a, b); }, self, other);
 }
 at::Tensor& div_inplace(at::Tensor& self, const at::Tensor& other) {
-  return fastInplace<at::_ops::div__Tensor>(self, other);
+  return fastInplace<at::_ops::div__Tensor>(
+      [](at::Tensor& a, const at::Tensor& b) -> at::Tensor& { return at::cpu::div_(a, b); }, self, other);
 }
 at::Tensor div(const at::Tensor& self, const at::Tensor& other) {
-  return fastFunctional<at::_ops::div_Tensor, void>(self, other);
+  return fastFunctional<at::_ops::div_Tensor>(
+      [](const at::Tensor& a, const at::Tensor& b) { return at::cpu::div(a, b); }, self, other);
 }
 
 }  // namespace npuscope::npu::aten

@@ -109,8 +109,6 @@ c10::Allocator* npuAllocator() { return &g_npu_allocator; }
 DeviceAllocationScope::DeviceAllocationScope(int device) : prev_(t_alloc_device) { t_alloc_device = device; }
 DeviceAllocationScope::~DeviceAllocationScope() { t_alloc_device = prev_; }
 
-int deviceIndex(const at::Tensor& t) { return t.device().index() < 0 ? 0 : t.device().index(); }
-bool isNpu(const at::Tensor& t) { return t.defined() && t.device().type() == kDeviceType; }
 
 void checkDtypeSupported(c10::ScalarType s, const char* op) {
   TORCH_CHECK(s != c10::kDouble && s != c10::kComplexDouble, op,
@@ -157,7 +155,7 @@ at::Tensor aliasAsCpu(const at::Tensor& npu) {
   c10::TensorImpl* impl = alias.unsafeGetTensorImpl();
   // A recycled alias often had this layout already (the same op again): setting it anyway
   // recomputes numel and every contiguity flag, a good part of a small op's cost on the npu.
-  if (impl->storage_offset() != npu.storage_offset() || impl->sizes() != npu.sizes() || impl->strides() != npu.strides()) {
+  if (!sameLayout(*impl, *npu.unsafeGetTensorImpl())) {
     impl->set_sizes_and_strides(npu.sizes(), npu.strides(), npu.storage_offset());
   }
   impl->_set_conj(npu.is_conj());
@@ -202,8 +200,7 @@ void syncMutatedAlias(const at::Tensor& npu, const at::Tensor& alias, const void
       nst->set_nbytes(ast->nbytes());
     }
   }
-  if (npu.sizes() != alias.sizes() || npu.strides() != alias.strides() ||
-      npu.storage_offset() != alias.storage_offset()) {
+  if (!sameLayout(*nimpl, *aimpl)) {
     nimpl->set_sizes_and_strides(alias.sizes(), alias.strides(), alias.storage_offset());
   }
 }
