@@ -585,8 +585,23 @@ Status TraceWriter::writeOps(const OpBuffer& b) {
   auto by_id = [&](uint32_t x, uint32_t y) { return b.records[x].id < b.records[y].id; };
   if (!std::is_sorted(op_order_.begin(), op_order_.end(), by_id)) std::sort(op_order_.begin(), op_order_.end(), by_id);
   const int64_t run = run_id_.load();
+  if (op_max_id_ < 0) {
+    ASSIGN_OR_RETURN(op_max_id_, queryInt(db_.get(), "SELECT coalesce(max(rowid), 0) FROM op_events"));
+  }
+  // A failed statement leaves the largest id unknown (its rows may or may not be in).
+  struct Unknown {
+    int64_t& max_id;
+    bool done = false;
+    ~Unknown() { if (!done) max_id = -1; }
+  } unknown_on_error{op_max_id_};
   auto bindOp = [&](sqlite3_stmt* st, int base, const OpRecord& r) {
-    sqlite3_bind_int64(st, base + 1, r.id + id_offset_);
+    const int64_t id = r.id + id_offset_;
+    if (id == op_max_id_ + 1) {
+      sqlite3_bind_null(st, base + 1);  // the id SQLite gives the next row (max + 1)
+    } else {
+      sqlite3_bind_int64(st, base + 1, id);
+    }
+    if (id > op_max_id_) op_max_id_ = id;
     sqlite3_bind_int64(st, base + 2, run);
     bindOptionalInt(st, base + 3, r.step, -1);
     fileId(r.name_id, st, base + 4);
@@ -616,6 +631,7 @@ Status TraceWriter::writeOps(const OpBuffer& b) {
     }
     sqlite3_reset(st);
   }
+  unknown_on_error.done = true;
   RETURN_IF_ERROR(writeOpBlocks(b));
   // The run's op table, in file ids as the rows have them (no string: 0; no parent: -1).
   if (totals_stored_) RETURN_IF_ERROR(dropStoredTotals());
@@ -964,6 +980,7 @@ Status TraceWriter::write(Item& item) {
     // Producers number ops from 1 in every process; a run added to a file that already holds
     // ops continues after them, so op ids (and parents) stay unique across the file's runs.
     ASSIGN_OR_RETURN(id_offset_, queryInt(db, "SELECT coalesce(max(id), 0) FROM op_events"));
+    op_max_id_ = id_offset_;
     payload_rows_.clear();
     payload_rows_step_ = INT64_MIN;
     dropped_.store(0);
@@ -1103,6 +1120,7 @@ Status TraceWriter::writeTensorDump(const TensorDumpRecord& d) {
 }
 
 Status TraceWriter::abandonAfterError(const Status& error) {
+  op_max_id_ = -1;  // the rolled-back rows' ids are free again
   if (in_txn_) {
     (void)execSql(db_.get(), "ROLLBACK");  // SQLite may have rolled back already
     in_txn_ = false;

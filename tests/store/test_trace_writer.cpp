@@ -491,6 +491,43 @@ TEST(TraceWriter, RunsFromFreshProcessesKeepTheirOpsApart) {
                       " WHERE p.run_id = c.run_id AND p.start_ns = c.start_ns - 1"), 4);
 }
 
+// Every op keeps the id its producer gave it (plus the file's offset), whichever order buffers
+// bring them in: children before their parents, a buffer in reverse order, a gap where an op was
+// never written, a second run continuing after the first one's ids. The writer lets SQLite pick
+// the id of a row that is the table's next one; this checks it never picks another.
+TEST(TraceWriter, OpsKeepTheirIdsInAnyOrderAndAcrossRuns) {
+  const std::string p = tempPath("id_order.db");
+  const uint32_t name = StringTable::global().intern("aten::mm");
+  auto op = [&](int64_t id, int64_t parent) { return OpRecord{id, parent, id * 10, 1, -1, -1, -1, 1, 0, name}; };
+  const std::vector<std::vector<std::pair<int64_t, int64_t>>> run1 = {
+      {{3, 2}, {4, 2}, {5, 1}},            // children end first; 1 and 2 are still open
+      {{2, 1}, {1, -1}, {6, -1}, {7, 6}},  // their parents, then later ops
+      {{9, -1}, {8, -1}},                  // a buffer in reverse order
+      {{10, -1}, {11, 10}, {13, -1}}};     // 12 never written (a dropped op)
+  const std::vector<std::vector<std::pair<int64_t, int64_t>>> run2 = {{{2, 1}, {3, 1}}, {{1, -1}, {4, -1}}};
+  for (const auto* buffers : {&run1, &run2}) {
+    auto w = TraceWriter::open(p);
+    ASSERT_TRUE(w.isOk());
+    ASSERT_TRUE((*w)->beginRun(info()).isOk());
+    for (const auto& ops : *buffers) {
+      auto buf = (*w)->takeBuffer();
+      for (const auto& [id, parent] : ops) buf->records[buf->size++] = op(id, parent);
+      ASSERT_TRUE((*w)->submit(buf));
+      ASSERT_TRUE((*w)->flush().isOk());  // one buffer per transaction, in this order
+    }
+    ASSERT_TRUE((*w)->endRun("completed").isOk());
+    ASSERT_TRUE((*w)->error().isOk()) << (*w)->error().message();
+  }
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM op_events"), 16);
+  // Run 1's ids are its producer's; run 2's continue after run 1's largest (13).
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM op_events WHERE run_id = 1 AND id * 10 = start_ns"), 12);
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM op_events WHERE run_id = 2 AND (id - 13) * 10 = start_ns"), 4);
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM op_events WHERE id = 12"), 0);
+  // Each child's parent row is the op its producer named (the parent started 10 ns per id before).
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM op_events c JOIN op_events q ON q.id = c.parent_id"
+                      " WHERE q.run_id = c.run_id AND q.start_ns = c.start_ns - 10 * (c.id - q.id)"), 8);
+}
+
 // Step boundaries hand over partial buffers; they share queue room instead of taking a buffer
 // slot each, so a thousand short steps fit in a queue of two buffers.
 TEST(TraceWriter, PartialBuffersShareTheQueue) {

@@ -221,6 +221,10 @@ class TraceWriter {
   std::vector<int64_t> string_ids_;  // writer thread only: process string id - 1 -> file id
   bool in_txn_ = false;           // writer thread only
   int64_t id_offset_ = 0;         // writer thread only: added to the run's op ids (see BeginCmd)
+  // writer thread only: the largest id in op_events, -1 when not known (after a rollback). A row
+  // whose id is the next one goes in with a NULL id: SQLite then appends (NewRowid) instead of
+  // searching the table for that id, a good part of a row's cost.
+  int64_t op_max_id_ = -1;
   std::vector<uint32_t> op_order_;  // writer thread only: a buffer's records in id order
   std::unique_ptr<OpTotals> totals_;  // writer thread only: the run's op table so far
   bool totals_stored_ = false;      // writer thread only: the run's op_totals rows are in
