@@ -434,12 +434,14 @@ struct TraceModel::Launches {
 Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
   RETURN_IF_ERROR(classify());
   tracePhase("classified");
+  ASSIGN_OR_RETURN(const int64_t last, beginImportedRun(writer, summary));
+  // The memory samples need no op: the writer writes them while this thread nests and links.
+  writeMemorySamples(writer, summary);
   const Nesting nest = nestHostOps();
   tracePhase("nested");
   const std::vector<Step> steps = findSteps();
   Launches launches = linkLaunches(nest);
   tracePhase("linked");
-  ASSIGN_OR_RETURN(const int64_t last, beginImportedRun(writer, summary));
   writeHostOps(writer, nest, steps, summary);
   tracePhase("ops handed to the writer");
   writeDeviceTasks(writer, nest, launches, steps, summary);
@@ -655,6 +657,18 @@ StatusOr<int64_t> TraceModel::beginImportedRun(TraceWriter& writer, RunSummary* 
   return last;
 }
 
+// Memory samples in time order, and the components' reserved memory.
+void TraceModel::writeMemorySamples(TraceWriter& writer, RunSummary* summary) {
+  std::sort(memory_.begin(), memory_.end(), [](const MemoryRecord& a, const MemoryRecord& b) { return a.ts_ns < b.ts_ns; });
+  summary->memory_samples = static_cast<int64_t>(memory_.size());
+  if (!memory_.empty()) writer.addMemory(std::vector<MemoryRecord>(memory_));
+  if (!components_.empty()) {
+    summary->memory_components = static_cast<int64_t>(components_.size());
+    writer.addMemoryComponents(std::move(components_));
+    components_.clear();
+  }
+}
+
 // Ops, thread by thread, in id order; then the steps.
 void TraceModel::writeHostOps(TraceWriter& writer, const Nesting& nest, const std::vector<Step>& steps,
                               RunSummary* summary) {
@@ -750,14 +764,6 @@ void TraceModel::writeDeviceTasks(TraceWriter& writer, const Nesting& nest, Laun
     }
   }
   writer.addDeviceTasks(std::move(tasks));
-  std::sort(memory_.begin(), memory_.end(), [](const MemoryRecord& a, const MemoryRecord& b) { return a.ts_ns < b.ts_ns; });
-  summary->memory_samples = static_cast<int64_t>(memory_.size());
-  if (!memory_.empty()) writer.addMemory(std::vector<MemoryRecord>(memory_));
-  if (!components_.empty()) {
-    summary->memory_components = static_cast<int64_t>(components_.size());
-    writer.addMemoryComponents(std::move(components_));
-    components_.clear();
-  }
   if (!blocks_.empty()) {
     // Event numbers in time order (allocations before frees at one time stamp), per device.
     struct Event {

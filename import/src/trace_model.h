@@ -150,6 +150,7 @@ class TraceModel {
   int64_t launchOf(Launches& launches, const Nesting& nest, const Raw& task) const;
   int64_t launchingOp(const Launches& launches, const Nesting& nest, int64_t i) const;
   StatusOr<int64_t> beginImportedRun(TraceWriter& writer, RunSummary* summary);
+  void writeMemorySamples(TraceWriter& writer, RunSummary* summary);
   void writeHostOps(TraceWriter& writer, const Nesting& nest, const std::vector<Step>& steps, RunSummary* summary);
   void writeDeviceTasks(TraceWriter& writer, const Nesting& nest, Launches& launches, const std::vector<Step>& steps,
                         RunSummary* summary);
