@@ -32,7 +32,7 @@ inline int deviceIndex(const at::Tensor& t) { return t.device().index() < 0 ? 0 
 inline bool isNpu(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
 // The same sizes, strides and storage offset; compared in place (IntArrayRef's operator== is a
 // memcmp call per array, and a small op compares four of them).
-inline bool sameLayout(const c10::TensorImpl& a, const c10::TensorImpl& b) {
+C10_ALWAYS_INLINE bool sameLayout(const c10::TensorImpl& a, const c10::TensorImpl& b) {
   const size_t dims = a.dim();
   if (dims != static_cast<size_t>(b.dim()) || a.storage_offset() != b.storage_offset()) return false;
   const int64_t* as = a.sizes().data();
