@@ -79,7 +79,10 @@ StatusOr<std::unique_ptr<RecordingSession>> RecordingSession::start(const Sessio
   if (g_active.load()) return failedPrecondition("a recording session is already active in this process");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  ASSIGN_OR_RETURN(impl->writer, TraceWriter::open(options.path));
+  TraceWriter::Options writer_options;
+  // The main thread's and autograd's buffers, and the two that replace them at a step's end.
+  writer_options.prepared_buffers = 4;
+  ASSIGN_OR_RETURN(impl->writer, TraceWriter::open(options.path, writer_options));
   RunInfo info = options.run;
   if (info.started_ns == 0) info.started_ns = nowNs();
   if (info.wall_start_ns == 0) {

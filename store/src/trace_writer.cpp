@@ -171,6 +171,7 @@ StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::open(const std::string& path
   if (wal) {
     w->startCheckpointer(std::move(checkpoint_db));
   }
+  for (size_t i = 0; i < options.prepared_buffers; ++i) w->free_buffers_.push_back(std::make_unique<OpBuffer>());
   w->thread_ = std::thread([p = w.get()] { p->run(); });
   return w;
 }

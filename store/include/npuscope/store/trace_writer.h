@@ -48,6 +48,10 @@ class TraceWriter {
     // The table the records' string ids (op names, task types) are from; null: the process's
     // (StringTable::global(), which recording interns into). It must outlive the writer.
     const StringTable* strings = nullptr;
+    // Op buffers made at open, their pages written: a recording's threads then take them at
+    // their first op and at the first step's end, instead of zeroing 400 KB each inside the
+    // first step (about 0.4 ms of it on the bench's CNN).
+    size_t prepared_buffers = 0;
   };
 
   // Opens (creating or migrating) `path` and starts the writer thread. With
