@@ -77,23 +77,23 @@ at::Tensor& fastInplace(Cpu cpu, at::Tensor& self, const at::Tensor& other, cons
 
 at::Tensor& add_inplace(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   return fastInplace<at::_ops::add__Tensor>(
-      [](at::Tensor& a, const at::Tensor& b, const at::Scalar& s) -> at::Tensor& { return at::cpu::add_(a, b, s); }, self, other,
-      alpha);
+      [](at::Tensor& a, const at::Tensor& b, const at::Scalar& s) -> at::Tensor& { return at::cpu::add_(a, b, s); },
+      self, other, alpha);
 }
 at::Tensor add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   return fastFunctional<at::_ops::add_Tensor>(
-      [](const at::Tensor& a, const at::Tensor& b, const at::Scalar& s) { return at::cpu::add(a, b, s); }, self, other,
-      alpha);
+      [](const at::Tensor& a, const at::Tensor& b, const at::Scalar& s) { return at::cpu::add(a, b, s); },
+      self, other, alpha);
 }
 at::Tensor& sub_inplace(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   return fastInplace<at::_ops::sub__Tensor>(
-      [](at::Tensor& a, const at::Tensor& b, const at::Scalar& s) -> at::Tensor& { return at::cpu::sub_(a, b, s); }, self, other,
-      alpha);
+      [](at::Tensor& a, const at::Tensor& b, const at::Scalar& s) -> at::Tensor& { return at::cpu::sub_(a, b, s); },
+      self, other, alpha);
 }
 at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   return fastFunctional<at::_ops::sub_Tensor>(
-      [](const at::Tensor& a, const at::Tensor& b, const at::Scalar& s) { return at::cpu::sub(a, b, s); }, self, other,
-      alpha);
+      [](const at::Tensor& a, const at::Tensor& b, const at::Scalar& s) { return at::cpu::sub(a, b, s); },
+      self, other, alpha);
 }
 at::Tensor& mul_inplace(at::Tensor& self, const at::Tensor& other) {
   return fastInplace<at::_ops::mul__Tensor>(

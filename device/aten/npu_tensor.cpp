@@ -109,7 +109,6 @@ c10::Allocator* npuAllocator() { return &g_npu_allocator; }
 DeviceAllocationScope::DeviceAllocationScope(int device) : prev_(t_alloc_device) { t_alloc_device = device; }
 DeviceAllocationScope::~DeviceAllocationScope() { t_alloc_device = prev_; }
 
-
 void checkDtypeSupported(c10::ScalarType s, const char* op) {
   TORCH_CHECK(s != c10::kDouble && s != c10::kComplexDouble, op,
               ": the npu device does not support ", c10::toString(s),
@@ -147,6 +146,21 @@ at::Tensor recycledAlias(const at::Tensor& npu) {
     return out;
   }
   return freshAlias(npu);
+}
+
+// The same sizes, strides and storage offset; compared in place (IntArrayRef's operator== is a
+// memcmp call per array, and a small op compares four of them).
+C10_ALWAYS_INLINE bool sameLayout(const c10::TensorImpl& a, const c10::TensorImpl& b) {
+  const size_t dims = a.dim();
+  if (dims != static_cast<size_t>(b.dim()) || a.storage_offset() != b.storage_offset()) return false;
+  const int64_t* as = a.sizes().data();
+  const int64_t* bs = b.sizes().data();
+  const int64_t* at = a.strides().data();
+  const int64_t* bt = b.strides().data();
+  for (size_t i = 0; i < dims; ++i) {
+    if (as[i] != bs[i] || at[i] != bt[i]) return false;
+  }
+  return true;
 }
 }  // namespace
 

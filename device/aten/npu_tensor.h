@@ -30,20 +30,6 @@ class DeviceAllocationScope {
 // op's cost.
 inline int deviceIndex(const at::Tensor& t) { return t.device().index() < 0 ? 0 : t.device().index(); }
 inline bool isNpu(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
-// The same sizes, strides and storage offset; compared in place (IntArrayRef's operator== is a
-// memcmp call per array, and a small op compares four of them).
-C10_ALWAYS_INLINE bool sameLayout(const c10::TensorImpl& a, const c10::TensorImpl& b) {
-  const size_t dims = a.dim();
-  if (dims != static_cast<size_t>(b.dim()) || a.storage_offset() != b.storage_offset()) return false;
-  const int64_t* as = a.sizes().data();
-  const int64_t* bs = b.sizes().data();
-  const int64_t* at = a.strides().data();
-  const int64_t* bt = b.strides().data();
-  for (size_t i = 0; i < dims; ++i) {
-    if (as[i] != bs[i] || at[i] != bt[i]) return false;
-  }
-  return true;
-}
 inline bool isLowPrecision(c10::ScalarType s) { return s == c10::kHalf || s == c10::kBFloat16; }
 
 // Refuses float64 (and complex128) on the device with an error naming `op`.

@@ -589,12 +589,6 @@ Status TraceWriter::writeOps(const OpBuffer& b) {
   if (op_max_id_ < 0) {
     ASSIGN_OR_RETURN(op_max_id_, queryInt(db_.get(), "SELECT coalesce(max(rowid), 0) FROM op_events"));
   }
-  // A failed statement leaves the largest id unknown (its rows may or may not be in).
-  struct Unknown {
-    int64_t& max_id;
-    bool done = false;
-    ~Unknown() { if (!done) max_id = -1; }
-  } unknown_on_error{op_max_id_};
   auto bindOp = [&](sqlite3_stmt* st, int base, const OpRecord& r) {
     const int64_t id = r.id + id_offset_;
     if (id == op_max_id_ + 1) {
@@ -626,13 +620,13 @@ Status TraceWriter::writeOps(const OpBuffer& b) {
     for (size_t k = 0; k < rows; ++k) bindOp(st, static_cast<int>(k * 17), b.records[op_order_[at + k]]);
     at += rows;
     if (sqlite3_step(st) != SQLITE_DONE) {
+      op_max_id_ = -1;  // unknown: the failed statement's rows may or may not be in
       Status s = ioError(std::string("writing ops: ") + sqlite3_errmsg(db_.get()));
       sqlite3_reset(st);
       return s;
     }
     sqlite3_reset(st);
   }
-  unknown_on_error.done = true;
   RETURN_IF_ERROR(writeOpBlocks(b));
   // The run's op table, in file ids as the rows have them (no string: 0; no parent: -1).
   if (totals_stored_) RETURN_IF_ERROR(dropStoredTotals());
