@@ -179,6 +179,7 @@ StatusOr<std::unique_ptr<TraceWriter>> openImportWriter(const std::string& db, c
   TraceWriter::Options wo;
   wo.page_cache_kib = 8192;
   wo.strings = strings;
+  wo.sync_new_file = false;  // a new file holds only what this import writes, and the source stays
   return TraceWriter::open(db, wo);
 }
 

@@ -150,6 +150,12 @@ StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::open(const std::string& path
   // The indexes of a long run outgrow SQLite's default 2 MB page cache; 64 MB keeps their hot
   // right-hand pages in memory.
   RETURN_IF_ERROR(execSql(db.get(), "PRAGMA cache_size=-" + std::to_string(options.page_cache_kib)));
+  bool unsynced = false;
+  if (!options.sync_new_file) {
+    ASSIGN_OR_RETURN(const int64_t runs, queryInt(db.get(), "SELECT count(*) FROM runs"));
+    unsynced = runs == 0;
+    if (unsynced) RETURN_IF_ERROR(execSql(db.get(), "PRAGMA synchronous=OFF"));
+  }
   std::unique_ptr<TraceWriter> w(new TraceWriter(std::move(db), options));
   w->faults_ = faults;
   const char* name = sqlite3_db_filename(w->db_.get(), "main");
@@ -169,6 +175,7 @@ StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::open(const std::string& path
           std::string(reinterpret_cast<const char*>(sqlite3_column_text(st->get(), 0))) == "wal";
   }
   if (wal) {
+    if (unsynced) (void)execSql(checkpoint_db.get(), "PRAGMA synchronous=OFF");  // its checkpoints' syncs
     w->startCheckpointer(std::move(checkpoint_db));
   }
   for (size_t i = 0; i < options.prepared_buffers; ++i) w->free_buffers_.push_back(std::make_unique<OpBuffer>());
@@ -345,15 +352,15 @@ Status TraceWriter::prepareStatements() {
     return sql;
   };
   const char* ops =
-      "INSERT INTO op_events(id, run_id, step, name_id, start_ns, dur_ns, thread_id, depth, parent_id, seq_nr,"
+      "INSERT OR FAIL INTO op_events(id, run_id, step, name_id, start_ns, dur_ns, thread_id, depth, parent_id, seq_nr,"
       " is_backward, shapes_id, dtypes_id, device, device_start_ns, device_dur_ns, host_sync)";
-  const char* memory = "INSERT INTO memory(run_id, ts_ns, device, allocated, reserved)";
+  const char* memory = "INSERT OR FAIL INTO memory(run_id, ts_ns, device, allocated, reserved)";
   ASSIGN_OR_RETURN(statements_.insert_op_, prepare(db, insertRows(ops, 17, 1)));
   ASSIGN_OR_RETURN(statements_.insert_ops_, prepare(db, insertRows(ops, 17, kOpsPerInsert)));
   ASSIGN_OR_RETURN(statements_.insert_memory_, prepare(db, insertRows(memory, 5, 1)));
   ASSIGN_OR_RETURN(statements_.insert_memories_, prepare(db, insertRows(memory, 5, kMemoryPerInsert)));
   const char* blocks =
-      "INSERT INTO memory_blocks(run_id, device, alloc_seq, free_seq, alloc_ns, free_ns, size, requested, category,"
+      "INSERT OR FAIL INTO memory_blocks(run_id, device, alloc_seq, free_seq, alloc_ns, free_ns, size, requested, category,"
       " op_id, step, address, owner)";
   ASSIGN_OR_RETURN(statements_.insert_mem_block_, prepare(db, insertRows(blocks, 13, 1)));
   ASSIGN_OR_RETURN(statements_.insert_mem_blocks_, prepare(db, insertRows(blocks, 13, kMemoryPerInsert)));
@@ -388,7 +395,7 @@ Status TraceWriter::prepareStatements() {
   ASSIGN_OR_RETURN(statements_.insert_entry_,
                    prepare(db, "INSERT INTO dump_entries(run_id, step, name, parent, stack, op_id) VALUES (?,?,?,?,?,?)"));
   const char* tasks =
-      "INSERT INTO device_tasks(run_id, step, op_id, device, stream, name_id, type_id, start_ns, dur_ns, correlation,"
+      "INSERT OR FAIL INTO device_tasks(run_id, step, op_id, device, stream, name_id, type_id, start_ns, dur_ns, correlation,"
       " shapes_id, bytes, comm_group)";
   ASSIGN_OR_RETURN(statements_.insert_task_, prepare(db, insertRows(tasks, 13, 1)));
   ASSIGN_OR_RETURN(statements_.insert_tasks_, prepare(db, insertRows(tasks, 13, kTasksPerInsert)));

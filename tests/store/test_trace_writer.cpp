@@ -599,5 +599,117 @@ TEST(TraceWriter, RunsOfProcessesThatAreGoneEndFailedAtTheNextOpenForWriting) {
   EXPECT_EQ(scalar(p, "SELECT pid FROM runs WHERE id=1"), getpid());
 }
 
+// The default VFS with two counters: xSync calls, and statement journals (sub-journals) that
+// spilled to a temporary file. Installed as the default while alive.
+class CountingVfs {
+ public:
+  CountingVfs() {
+    real_ = sqlite3_vfs_find(nullptr);
+    vfs_ = *real_;
+    vfs_.zName = "npuscope-test-counting";
+    vfs_.pAppData = this;
+    vfs_.xOpen = &CountingVfs::open;
+    sqlite3_vfs_register(&vfs_, /*makeDflt=*/1);
+    self_ = this;
+  }
+  ~CountingVfs() {
+    sqlite3_vfs_unregister(&vfs_);
+    sqlite3_vfs_register(real_, 1);
+    self_ = nullptr;
+  }
+  int syncs = 0, subjournals = 0;
+
+ private:
+  static int open(sqlite3_vfs* vfs, const char* name, sqlite3_file* f, int flags, int* out_flags) {
+    CountingVfs* c = static_cast<CountingVfs*>(vfs->pAppData);
+    if (flags & SQLITE_OPEN_SUBJOURNAL) ++c->subjournals;
+    const int rc = c->real_->xOpen(c->real_, name, f, flags, out_flags);
+    if (rc == SQLITE_OK && f->pMethods != nullptr) {
+      // The file's own methods, but for xSync (one copy per methods table of the real VFS).
+      for (auto& m : c->methods_) {
+        if (m.first == f->pMethods || m.first == nullptr) {
+          if (m.first == nullptr) {
+            m.first = f->pMethods;
+            m.second = *f->pMethods;
+            m.second.xSync = &CountingVfs::sync;
+          }
+          f->pMethods = &m.second;
+          break;
+        }
+      }
+    }
+    return rc;
+  }
+  static int sync(sqlite3_file* f, int flags) {
+    ++self_->syncs;
+    for (auto& m : self_->methods_) {
+      if (&m.second == f->pMethods) return m.first->xSync(f, flags);
+    }
+    return SQLITE_ERROR;
+  }
+  sqlite3_vfs* real_;
+  sqlite3_vfs vfs_;
+  std::pair<const sqlite3_io_methods*, sqlite3_io_methods> methods_[4] = {};
+  static CountingVfs* self_;
+};
+CountingVfs* CountingVfs::self_ = nullptr;
+
+// Writes a run of 60k ops (15 buffers) and 10k memory samples through a writer with `options`;
+// `syncs`: the syncs from after the open (a new file's schema is made with its own) to the close.
+void writeCountedRun(const std::string& p, const TraceWriter::Options& options, const CountingVfs& vfs, int* syncs) {
+  auto w = TraceWriter::open(p, options);
+  ASSERT_TRUE(w.isOk()) << w.status().message();
+  const int opened = vfs.syncs;
+  ASSERT_TRUE((*w)->beginRun(info()).isOk());
+  const uint32_t name = StringTable::global().intern("aten::add");
+  const int64_t first = scalar(p, "SELECT coalesce(max(id), 0) FROM op_events") + 1;
+  for (int b = 0; b < 15; ++b) {
+    auto buf = (*w)->takeBuffer();
+    fillOps(*buf, first + b * 4000, 4000, name);
+    (*w)->submit(buf);
+  }
+  std::vector<MemoryRecord> samples;
+  for (int i = 0; i < 10000; ++i) samples.push_back(MemoryRecord{1000 + i, 0, uint64_t(i) * 512, uint64_t(i) * 1024});
+  (*w)->addMemory(std::move(samples));
+  ASSERT_TRUE((*w)->endRun("completed").isOk());
+  ASSERT_TRUE((*w)->close().isOk());
+  *syncs = vfs.syncs - opened;
+}
+
+// An importer's writer (sync_new_file off) writes a new file with no fsync at all, and one that
+// already holds a run as any writer does; no writer's multi-row INSERTs keep statement journals
+// (the writer rolls back the whole transaction on any failure: they were pure cost, 133 MB of
+// temporary file for a 54 MB trace).
+TEST(TraceWriter, AnImportersNewFileIsNotSyncedAndNoInsertKeepsAStatementJournal) {
+  const std::string p = tempPath("unsynced.db");
+  const std::string q = tempPath("synced.db");
+  std::filesystem::remove(p);
+  std::filesystem::remove(q);
+  TraceWriter::Options importer;
+  importer.sync_new_file = false;
+  int first_syncs = -1, second_syncs = -1, default_syncs = -1, subjournals = -1;
+  {
+    CountingVfs vfs;
+    writeCountedRun(p, importer, vfs, &first_syncs);
+    writeCountedRun(p, importer, vfs, &second_syncs);  // the file has a run now
+    writeCountedRun(q, TraceWriter::Options(), vfs, &default_syncs);
+    subjournals = vfs.subjournals;
+  }
+  EXPECT_EQ(first_syncs, 0) << "a new file written by an importer is not synced";
+  EXPECT_GT(second_syncs, 0) << "a file with runs is synced as always";
+  EXPECT_GT(default_syncs, 0) << "a recording's new file is synced";
+  EXPECT_EQ(subjournals, 0) << "statement journals spilled to temporary files";
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM op_events"), 120000);
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM memory"), 20000);
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM runs WHERE status='completed'"), 2);
+  EXPECT_EQ(scalar(q, "SELECT count(*) FROM op_events"), 60000);
+  auto db = openTraceDatabase(p, OpenMode::kReadOnly);
+  ASSERT_TRUE(db.isOk());
+  auto st = prepare(db->get(), "PRAGMA integrity_check");
+  ASSERT_TRUE(st.isOk());
+  ASSERT_EQ(sqlite3_step(st->get()), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st->get(), 0)), "ok");
+}
+
 }  // namespace
 }  // namespace npuscope
