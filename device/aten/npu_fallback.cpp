@@ -75,6 +75,7 @@ c10::ScalarType promotedFloatType(const c10::FunctionSchema& schema, const c10::
 }
 
 struct OpState {
+  DeviceThread& thread = deviceThread();
   c10::SmallVector<Slot, 8> slots;
   int device = -1;
   bool low_precision = false;
@@ -86,7 +87,7 @@ at::Tensor prepare(OpState& st, const at::Tensor& t, bool is_write) {
   if (!isNpu(t)) return t;
   Slot& s = st.slots.emplace_back();
   s.npu = t;
-  s.alias = aliasAsCpu(t);
+  s.alias = aliasAsCpu(st.thread, t);
   s.alias_data = s.alias.unsafeGetTensorImpl()->storage().data();
   s.is_write = is_write;
   s.compute = st.low_precision && isLowPrecision(t.scalar_type()) ? upcast(s.alias) : s.alias;
@@ -194,7 +195,7 @@ void writeBack(OpState& st) {
     if (s.compute.unsafeGetTensorImpl() != s.alias.unsafeGetTensorImpl()) {
       if (s.compute.sizes() != s.npu.sizes()) {
         s.npu.resize_(s.compute.sizes());
-        s.alias = aliasAsCpu(s.npu);
+        s.alias = aliasAsCpu(st.thread, s.npu);
       }
       copyWithStatus(s.alias, s.compute, st.device);
     } else {
@@ -233,7 +234,7 @@ void settle(OpState& st) {
   }
   for (auto& s : st.slots) {
     s.compute.reset();
-    recycleAlias(std::move(s.alias));
+    recycleAlias(st.thread, std::move(s.alias));
   }
 }
 
@@ -251,7 +252,7 @@ void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& sche
   if (observer) observer(OpPhase::kBefore, schema, c10::ArrayRef<c10::IValue>(stack->data() + base, nargs));
 
   findDevice(st, schema, stack->data() + base, nargs);
-  DeviceAllocationScope alloc_scope(st.device);
+  DeviceAllocationScope alloc_scope(st.thread, st.device);
   for (size_t i = 0; i < nargs; ++i) swapArgument(st, schema, args[i], (*stack)[base + i]);
   cpu_op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
   writeBack(st);

@@ -46,13 +46,14 @@ at::Tensor fastFunctional(Cpu cpu, const at::Tensor& self, const at::Tensor& oth
     return stack.back().toTensor();
   }
   const int device = deviceIndex(self);
-  DeviceAllocationScope scope(device);
-  at::Tensor a = aliasAsCpu(self);
-  at::Tensor b = isNpu(other) ? aliasAsCpu(other) : other;
+  DeviceThread& thread = deviceThread();
+  DeviceAllocationScope scope(thread, device);
+  at::Tensor a = aliasAsCpu(thread, self);
+  at::Tensor b = isNpu(other) ? aliasAsCpu(thread, other) : other;
   at::Tensor r = cpu(a, b, extra...);
   at::Tensor out = wrapAsNpu(r, device);
-  recycleAlias(std::move(a));
-  if (isNpu(other)) recycleAlias(std::move(b));
+  recycleAlias(thread, std::move(a));
+  if (isNpu(other)) recycleAlias(thread, std::move(b));
   return out;
 }
 
@@ -62,14 +63,17 @@ at::Tensor& fastInplace(Cpu cpu, at::Tensor& self, const at::Tensor& other, cons
     boxed<Op>(self, other, extra...);
     return self;
   }
-  DeviceAllocationScope scope(deviceIndex(self));
-  at::Tensor a = aliasAsCpu(self);
+  DeviceThread& thread = deviceThread();
+  DeviceAllocationScope scope(thread, deviceIndex(self));
+  at::Tensor a = aliasAsCpu(thread, self);
   const void* data = a.unsafeGetTensorImpl()->storage().data();
-  at::Tensor b = isNpu(other) ? aliasAsCpu(other) : other;
+  at::Tensor b = isNpu(other) ? aliasAsCpu(thread, other) : other;
   cpu(a, b, extra...);
-  syncMutatedAlias(self, a, data);
-  recycleAlias(std::move(a));
-  if (isNpu(other)) recycleAlias(std::move(b));
+  // An in-place structured kernel checks that its output keeps its sizes and never resizes it:
+  // only a re-pointed storage (which it does not do either) would need carrying back.
+  if (a.unsafeGetTensorImpl()->storage().data() != data) syncMutatedAlias(self, a, data);
+  recycleAlias(thread, std::move(a));
+  if (isNpu(other)) recycleAlias(thread, std::move(b));
   return self;
 }
 

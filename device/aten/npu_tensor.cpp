@@ -37,7 +37,7 @@ class NpuAllocator final : public c10::Allocator {
   at::DeleterFnPtr raw_deleter() const override { return &releaseBlock; }
 };
 
-thread_local int t_alloc_device = -1;
+thread_local DeviceThread t_device_thread;
 
 // Replaces the CPU allocator: inside a DeviceAllocationScope, CPU memory comes from the device's
 // pool; otherwise it is plain host memory. Both carry the runtime's block header, so one raw
@@ -45,7 +45,8 @@ thread_local int t_alloc_device = -1;
 class DeviceAwareCpuAllocator final : public c10::Allocator {
  public:
   at::DataPtr allocate(size_t nbytes) const override {
-    if (t_alloc_device >= 0) return allocateOn(t_alloc_device, nbytes, c10::Device(c10::kCPU));
+    const int device = t_device_thread.alloc_device;
+    if (device >= 0) return allocateOn(device, nbytes, c10::Device(c10::kCPU));
     void* p = npu::allocate_host(nbytes);
     if (!p) throw std::bad_alloc();
     return {p, p, &releaseBlock, c10::Device(c10::kCPU)};
@@ -106,8 +107,7 @@ struct InternalWork {
 
 c10::Allocator* npuAllocator() { return &g_npu_allocator; }
 
-DeviceAllocationScope::DeviceAllocationScope(int device) : prev_(t_alloc_device) { t_alloc_device = device; }
-DeviceAllocationScope::~DeviceAllocationScope() { t_alloc_device = prev_; }
+DeviceThread& deviceThread() { return t_device_thread; }
 
 void checkDtypeSupported(c10::ScalarType s, const char* op) {
   TORCH_CHECK(s != c10::kDouble && s != c10::kComplexDouble, op,
@@ -119,7 +119,6 @@ namespace {
 // Alias tensors are re-pointed rather than rebuilt: a fresh one costs a StorageImpl and a
 // TensorImpl (two allocations and a constructor), a recycled one a few stores.
 constexpr size_t kAliasPoolSize = 16;
-thread_local std::vector<at::Tensor> t_alias_pool;
 
 at::Tensor freshAlias(const at::Tensor& npu) {
   const c10::Storage& st = npu.unsafeGetTensorImpl()->storage();
@@ -131,8 +130,8 @@ at::Tensor freshAlias(const at::Tensor& npu) {
                                                   c10::DispatchKeySet(c10::DispatchKey::CPU), npu.dtype());
 }
 
-at::Tensor recycledAlias(const at::Tensor& npu) {
-  auto& pool = t_alias_pool;
+at::Tensor recycledAlias(DeviceThread& thread, const at::Tensor& npu) {
+  auto& pool = thread.alias_pool;
   for (size_t i = pool.size(); i-- > 0;) {
     at::Tensor& a = pool[i];
     // Reusable only when nothing else holds it or its storage (a kernel may have kept a view).
@@ -164,8 +163,8 @@ C10_ALWAYS_INLINE bool sameLayout(const c10::TensorImpl& a, const c10::TensorImp
 }
 }  // namespace
 
-at::Tensor aliasAsCpu(const at::Tensor& npu) {
-  at::Tensor alias = recycledAlias(npu);
+at::Tensor aliasAsCpu(DeviceThread& thread, const at::Tensor& npu) {
+  at::Tensor alias = recycledAlias(thread, npu);
   c10::TensorImpl* impl = alias.unsafeGetTensorImpl();
   // A recycled alias often had this layout already (the same op again): setting it anyway
   // recomputes numel and every contiguity flag, a good part of a small op's cost on the npu.
@@ -189,8 +188,8 @@ at::Tensor owningAliasAsCpu(const at::Tensor& npu) {
   return alias;
 }
 
-void recycleAlias(at::Tensor&& alias) {
-  if (alias.defined() && t_alias_pool.size() < kAliasPoolSize) t_alias_pool.push_back(std::move(alias));
+void recycleAlias(DeviceThread& thread, at::Tensor&& alias) {
+  if (alias.defined() && thread.alias_pool.size() < kAliasPoolSize) thread.alias_pool.push_back(std::move(alias));
 }
 
 void syncMutatedAlias(const at::Tensor& npu, const at::Tensor& alias, const void* original_data) {
@@ -322,7 +321,7 @@ void noteOverflow(const at::Tensor& values, const at::Tensor& stored, int device
 }  // namespace
 
 at::Tensor upcast(const at::Tensor& cpu) {
-  InternalWork work(t_alloc_device);
+  InternalWork work(t_device_thread.alloc_device);
   if (!cpu.is_contiguous() || cpu.is_conj() || cpu.is_neg()) return cpu.to(c10::kFloat);
   at::Tensor out = at::empty(cpu.sizes(), cpu.options().dtype(c10::kFloat));
   const auto* src = static_cast<const uint16_t*>(cpu.data_ptr());

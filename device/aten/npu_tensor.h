@@ -7,22 +7,38 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/Storage.h>
 
+#include <vector>
+
 namespace npuscope::npu::aten {
 
 // The allocator of npu storages; DataPtrs carry Device(PrivateUse1, index).
 c10::Allocator* npuAllocator();
+
+// The device layer's state of one thread: the device CPU allocations are drawn from (see
+// DeviceAllocationScope) and the pool of CPU aliases. A per-op path looks it up once and passes
+// it on: each thread-local lookup is a call into ld.so here (the library is loaded with dlopen),
+// and a small op on the npu made seven of them.
+struct DeviceThread {
+  int alloc_device = -1;
+  std::vector<at::Tensor> alias_pool;
+};
+DeviceThread& deviceThread();
 
 // While alive, CPU allocations on this thread come from the pool of `device` (so tensors made
 // by CPU kernels on behalf of an npu op are accounted to the device and can become npu tensors
 // without a copy). Nested scopes restore the previous device.
 class DeviceAllocationScope {
  public:
-  explicit DeviceAllocationScope(int device);
-  ~DeviceAllocationScope();
+  explicit DeviceAllocationScope(int device) : DeviceAllocationScope(deviceThread(), device) {}
+  DeviceAllocationScope(DeviceThread& thread, int device) : thread_(thread), prev_(thread.alloc_device) {
+    thread.alloc_device = device;
+  }
+  ~DeviceAllocationScope() { thread_.alloc_device = prev_; }
   DeviceAllocationScope(const DeviceAllocationScope&) = delete;
   DeviceAllocationScope& operator=(const DeviceAllocationScope&) = delete;
 
  private:
+  DeviceThread& thread_;
   int prev_;
 };
 
@@ -38,13 +54,15 @@ void checkDtypeSupported(c10::ScalarType s, const char* op);
 // A CPU tensor over the npu tensor's memory: same sizes, strides, offset, dtype. Its storage is
 // its own (a CPU one) whose allocator draws from the device pool, so a CPU kernel can resize it;
 // syncMutatedAlias() carries such changes back.
-at::Tensor aliasAsCpu(const at::Tensor& npu);
+at::Tensor aliasAsCpu(DeviceThread& thread, const at::Tensor& npu);
+inline at::Tensor aliasAsCpu(const at::Tensor& npu) { return aliasAsCpu(deviceThread(), npu); }
 // The same as a tensor that keeps the npu storage alive (for work that outlives the call, such
 // as c10d's asynchronous collectives); never recycled, not resizable.
 at::Tensor owningAliasAsCpu(const at::Tensor& npu);
 // Hands an alias back for reuse by later aliasAsCpu() calls on this thread. Safe to call while
 // results still view it: reuse waits until nothing else holds it.
-void recycleAlias(at::Tensor&& alias);
+void recycleAlias(DeviceThread& thread, at::Tensor&& alias);
+inline void recycleAlias(at::Tensor&& alias) { recycleAlias(deviceThread(), std::move(alias)); }
 // After a CPU kernel wrote into `alias` (made by aliasAsCpu(npu)): if it resized or re-pointed
 // the alias, make `npu` see the new memory and geometry. `original_data` is the alias's data
 // pointer before the kernel ran.
