@@ -9,11 +9,20 @@
 //   ratio_new_file_vs_migrations      a new trace file (the current schema as one script) / the
 //                                     same file built from schema 1 by the migrations              <= 0.75
 //   report_seconds_10m_ops            the op table over a generated 10M-op file                <= 1
+// Reference figures (no target; what this host gives any recorder, measured in the same run):
+//   callback_floor_ns_per_op          the same add_ with a do-nothing callback registered as the
+//                                     recorder's (scopes, inputs boxed) minus no profiler: libtorch's
+//                                     own cost of observing an op, under added_ns_per_op
+//   ratio_cnn_step_callback_floor_vs_none  the CNN step with that callback / none
+//   sqlite_plain_rows_per_s           the writer's rows inserted by a plain loop (one transaction,
+//                                     32-row bound INSERTs with their ids) into a new trace file
+//   ratio_writer_vs_sqlite_plain      writer_rows_per_s / sqlite_plain_rows_per_s
 // "No profiler" means the callbacks are not registered with libtorch at all; the blocks of the
 // two variants alternate (ratio.h), so the ratios hold even on a busy machine.
 #include <sqlite3.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -100,6 +109,25 @@ void BM_SmallOpOff(benchmark::State& state) {
 }
 BENCHMARK(BM_SmallOpOff)->Iterations(200)->Unit(benchmark::kMillisecond);
 
+void floorOn() {
+  noProfiler();
+  prof::recorder::setFloorCallback(true);
+}
+void floorOff() {
+  noProfiler();
+  prof::recorder::setFloorCallback(false);
+}
+
+void BM_SmallOpCallbackFloor(benchmark::State& state) {
+  at::Tensor a = at::ones({16}).to(npu::device(0));
+  at::Tensor b = at::ones({16}).to(npu::device(0));
+  auto op = [&] { a.add_(b, 1e-9); };
+  const RatioResult r = alternateBlocks(state, floorOn, op, floorOff, op, 2000);
+  floorOff();
+  state.counters["callback_floor_ns_per_op"] = r.pair_diff_ns;
+}
+BENCHMARK(BM_SmallOpCallbackFloor)->Iterations(200)->Unit(benchmark::kMillisecond);
+
 // The test CNN on npu:0 (seed 0) in `dtype`, or null with the benchmark skipped.
 std::shared_ptr<workloads::Model> cnnOnNpu(benchmark::State& state, at::ScalarType dtype) {
   torch::manual_seed(0);
@@ -136,6 +164,25 @@ void BM_CnnStepRecording(benchmark::State& state) {
   bench::reportRatio(state, "ratio_cnn_step_recording_vs_none", r, "recording", "none");
 }
 BENCHMARK(BM_CnnStepRecording)->Iterations(40)->Unit(benchmark::kMillisecond);
+
+void BM_CnnStepCallbackFloor(benchmark::State& state) {
+  std::shared_ptr<workloads::Model> net = cnnOnNpu(state, at::kFloat);
+  if (!net) return;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  const at::Tensor x = at::randn({64, 1, 28, 28}).to(npu::device(0));
+  const at::Tensor y = at::randint(0, 10, {64}, at::kLong).to(npu::device(0));
+  auto plain = [&] {
+    opt.zero_grad();
+    at::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+    loss.backward();
+    opt.step();
+    (void)loss.item<double>();
+  };
+  const RatioResult r = alternateBlocks(state, floorOn, plain, floorOff, plain, 3);
+  floorOff();
+  bench::reportRatio(state, "ratio_cnn_step_callback_floor_vs_none", r, "floor", "none");
+}
+BENCHMARK(BM_CnnStepCallbackFloor)->Iterations(40)->Unit(benchmark::kMillisecond);
 
 // An O2-style step of the test CNN (fp16 weights and activations, fp32 loss) whose scaled loss
 // overflows in backward every step, so the step is skipped as AMP skips it (no optimizer step):
@@ -248,15 +295,99 @@ double writeSynthetic(const std::string& path, int64_t rows) {
   return s;
 }
 
+// The same rows by a plain loop: a new trace file, one transaction, 32-row INSERTs with every
+// column bound (ids too), as a program would write them with SQLite alone. Returns the seconds
+// from the first INSERT to the commit.
+double writePlain(const std::string& path, int64_t rows) {
+  auto db = openTraceDatabase(path, OpenMode::kReadWrite);
+  if (!db.isOk()) {
+    std::fprintf(stderr, "bench_profiler: %s\n", db.status().message().c_str());
+    std::exit(1);
+  }
+  sqlite3* h = db->get();
+  if (!execSql(h, "INSERT INTO runs(started_ns, wall_start_ns) VALUES (0, 0)").isOk()) std::exit(1);
+  constexpr int kCols = 17, kRows = 32;
+  std::string sql = "INSERT INTO op_events(id, run_id, step, name_id, start_ns, dur_ns, thread_id, depth, parent_id,"
+                    " seq_nr, is_backward, shapes_id, dtypes_id, device, device_start_ns, device_dur_ns, host_sync)"
+                    " VALUES ";
+  for (int r = 0; r < kRows; ++r) sql += std::string(r ? "," : "") + "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+  auto st = prepare(h, sql);
+  if (!st.isOk()) std::exit(1);
+  SyntheticOps gen;
+  std::vector<OpRecord> recs;
+  recs.reserve(static_cast<size_t>(rows) + 16);
+  while (static_cast<int64_t>(recs.size()) < rows) gen.trees(recs);
+  recs.resize(static_cast<size_t>(rows - rows % kRows));
+  std::sort(recs.begin(), recs.end(), [](const OpRecord& a, const OpRecord& b) { return a.id < b.id; });
+  auto opt = [&](int col, int64_t v) {
+    if (v < 0) {
+      sqlite3_bind_null(st->get(), col);
+    } else {
+      sqlite3_bind_int64(st->get(), col, v);
+    }
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!execSql(h, "BEGIN").isOk()) std::exit(1);
+  for (size_t at = 0; at < recs.size(); at += kRows) {
+    for (int k = 0; k < kRows; ++k) {
+      const OpRecord& r = recs[at + static_cast<size_t>(k)];
+      const int c = k * kCols;
+      sqlite3_bind_int64(st->get(), c + 1, r.id);
+      sqlite3_bind_int64(st->get(), c + 2, 1);
+      opt(c + 3, r.step);
+      sqlite3_bind_int64(st->get(), c + 4, r.name_id);
+      sqlite3_bind_int64(st->get(), c + 5, r.start_ns);
+      sqlite3_bind_int64(st->get(), c + 6, r.dur_ns);
+      sqlite3_bind_int64(st->get(), c + 7, static_cast<int64_t>(r.thread_id));
+      sqlite3_bind_int64(st->get(), c + 8, r.depth);
+      opt(c + 9, r.parent_id);
+      opt(c + 10, r.seq_nr);
+      sqlite3_bind_int64(st->get(), c + 11, r.is_backward);
+      opt(c + 12, r.shapes_id == 0 ? -1 : r.shapes_id);
+      opt(c + 13, r.dtypes_id == 0 ? -1 : r.dtypes_id);
+      opt(c + 14, r.device);
+      opt(c + 15, r.device_start_ns);
+      opt(c + 16, r.device_dur_ns);
+      opt(c + 17, r.host_sync ? 1 : -1);
+    }
+    if (sqlite3_step(st->get()) != SQLITE_DONE) {
+      std::fprintf(stderr, "bench_profiler: plain insert: %s\n", sqlite3_errmsg(h));
+      std::exit(1);
+    }
+    sqlite3_reset(st->get());
+  }
+  if (!execSql(h, "COMMIT").isOk()) std::exit(1);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s * static_cast<double>(rows) / static_cast<double>(recs.size());
+}
+
+// The writer and the plain loop alternate, each file new, so the ratio pairs runs of the same
+// moment of this host.
 void BM_WriterRows(benchmark::State& state) {
   const int64_t rows = 2'000'000;
-  std::vector<double> rates;
+  std::vector<double> rates, plain, ratios;
+  bool writer_first = true;
   for (auto _ : state) {
     const std::string path = tempPath("writer.db");
-    rates.push_back(static_cast<double>(rows) / writeSynthetic(path, rows));
+    const std::string plain_path = tempPath("plain.db");
+    double w = 0, p = 0;
+    for (int k = 0; k < 2; ++k) {
+      if ((k == 0) == writer_first) {
+        w = static_cast<double>(rows) / writeSynthetic(path, rows);
+      } else {
+        p = static_cast<double>(rows) / writePlain(plain_path, rows);
+      }
+    }
+    writer_first = !writer_first;
+    rates.push_back(w);
+    plain.push_back(p);
+    ratios.push_back(w / p);
     removeFile(path);
+    removeFile(plain_path);
   }
   state.counters["writer_rows_per_s"] = bench::medianOf(rates);
+  state.counters["sqlite_plain_rows_per_s"] = bench::medianOf(plain);
+  state.counters["ratio_writer_vs_sqlite_plain"] = bench::medianOf(ratios);
 }
 BENCHMARK(BM_WriterRows)->Iterations(3)->Unit(benchmark::kMillisecond);
 

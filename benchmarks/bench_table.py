@@ -4,7 +4,8 @@
 
 RAW_DIR holds one output per benchmark: `<name>.json`, Google Benchmark's --benchmark_format=json
 (its user counters are the figures) or bench_python's JSON object. The targets come from
-benchmarks/targets.tsv (metric, benchmark, lower|higher is better, target, source). The last
+benchmarks/targets.tsv (metric, benchmark, lower|higher is better, target, source; a target of
+"-" marks a reference figure, shown and compared but held to no target). The last
 recorded run is the newest file of benchmarks/results/ (what this tool saves: date, commit,
 machine, figures). A figure is marked WORSE when it moved the wrong way by more than the noise:
 the largest relative spread of that figure over the recorded runs on this machine (at least
@@ -158,7 +159,7 @@ def main(argv):
     worse, missed = [], []
     for t in targets():
         m, better = t["metric"], t["better"]
-        target = float(t["target"])
+        target = None if t["target"] == "-" else float(t["target"])  # "-": a reference figure
         now = figures.get(m)
         prev = last["figures"].get(m) if last else None
         change = (now / prev - 1) if now is not None and prev else None
@@ -167,15 +168,19 @@ def main(argv):
         if now is None:
             verdict.append("not measured" if t["benchmark"] not in ran else "no such figure")
         else:
-            meets = now <= target if better == "lower" else now >= target
-            verdict.append("meets" if meets else "MISSES")
-            if not meets:
-                missed.append(m)
+            if target is None:
+                verdict.append("reference")
+            else:
+                meets = now <= target if better == "lower" else now >= target
+                verdict.append("meets" if meets else "MISSES")
+                if not meets:
+                    missed.append(m)
             if change is not None and ((better == "lower" and change > n) or (better == "higher" and change < -n)):
                 verdict.append("WORSE")
                 worse.append(m)
         sign = "<=" if better == "lower" else ">="
-        print(f"{m:40s} {t['benchmark']:15s} {sign + ' ' + fmt(target):>12s} {fmt(now):>12s} {fmt(prev):>12s} "
+        shown = "-" if target is None else sign + " " + fmt(target)
+        print(f"{m:40s} {t['benchmark']:15s} {shown:>12s} {fmt(now):>12s} {fmt(prev):>12s} "
               f"{'-' if change is None else f'{change * 100:+.1f}%':>8s} {n * 100:5.0f}%  {' '.join(verdict)}")
     print()
     print(f"{len(missed)} figure(s) miss their target" + (": " + ", ".join(missed) if missed else ""))

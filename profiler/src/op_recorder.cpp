@@ -581,12 +581,18 @@ void stopMemory(TraceWriter* w) {
   }
 }
 
+// The recorder's registration with libtorch: the scopes it records, inputs boxed (shapes, dtypes,
+// the device an op runs on).
+at::RecordFunctionCallback observing(at::RecordFunctionCallback::StartCallback start,
+                                     at::RecordFunctionCallback::EndCallback end) {
+  return at::RecordFunctionCallback(start, end)
+      .needsInputs(true)
+      .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
+}
+
 void ensureCallback() {
   if (g_handle != 0) return;
-  g_handle = at::addGlobalCallback(at::RecordFunctionCallback(&onStart, &onEnd)
-                                       .needsInputs(true)
-                                       .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
-                                                at::RecordScope::USER_SCOPE}));
+  g_handle = at::addGlobalCallback(observing(&onStart, &onEnd));
   at::disableCallback(g_handle);
 }
 
@@ -650,6 +656,18 @@ void removeCallbacksForBaseline() {
   if (g_handle == 0) return;
   at::removeCallback(g_handle);
   g_handle = 0;
+}
+
+void setFloorCallback(bool on) {
+  static at::CallbackHandle floor = 0;
+  if (on && floor == 0) {
+    floor = at::addGlobalCallback(observing([](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
+      return nullptr;
+    }, [](const at::RecordFunction&, at::ObserverContext*) {}));
+  } else if (!on && floor != 0) {
+    at::removeCallback(floor);
+    floor = 0;
+  }
 }
 
 void setStep(int64_t step) {

@@ -18,6 +18,10 @@ void setStep(int64_t step);
 // Benchmarks only: takes the callbacks out of libtorch altogether and stops keeping memory
 // events (the "no profiler" baseline); the next setMode() registers and keeps them again.
 void removeCallbacksForBaseline();
+// Benchmarks only: registers (true) or removes (false) a callback configured as the recorder's
+// (the same scopes, inputs boxed) whose start and end do nothing: what observing ops costs in
+// libtorch alone, the floor under any recording. Independent of the recorder's own callback.
+void setFloorCallback(bool on);
 // Disables the callbacks and hands every thread's remaining records to the writer.
 void stop();
 // Hands every thread's partial buffers to the writer (at step boundaries, so a step's records

@@ -80,3 +80,23 @@ def test_a_benchmark_that_failed_is_an_error(tmp_path):
     r = run_table(raw, tmp_path / "results", "--no-save")
     assert r.returncode == 1
     assert "error: bench_profiler: BM_X/iterations:3: no trace file" in r.stdout
+
+
+def test_reference_figures_have_no_verdict_on_a_target(tmp_path):
+    """Rows of targets.tsv whose target is "-" (the host's floors under a figure: libtorch's cost of
+    observing an op, a plain SQLite loop) are shown as references: never MISSES, never counted as
+    missed, still compared with the last run."""
+    refs = [t["metric"] for t in bench_table.targets() if t["target"] == "-"]
+    assert "callback_floor_ns_per_op" in refs and "sqlite_plain_rows_per_s" in refs
+    raw, results = tmp_path / "raw", tmp_path / "results"
+    raw.mkdir()
+    (raw / "bench_profiler.json").write_text(gbench(callback_floor_ns_per_op=230.0, added_ns_per_op=390.0))
+    r = run_table(raw, results)
+    assert r.returncode == 0, r.stdout + r.stderr
+    row = line_of(r.stdout, "callback_floor_ns_per_op")
+    assert row.rstrip().endswith("reference") and " - " in row
+    assert line_of(r.stdout, "added_ns_per_op").rstrip().endswith("MISSES")
+    assert "1 figure(s) miss their target: added_ns_per_op" in r.stdout
+    (raw / "bench_profiler.json").write_text(gbench(callback_floor_ns_per_op=300.0, added_ns_per_op=390.0))
+    again = run_table(raw, results, "--no-save")
+    assert line_of(again.stdout, "callback_floor_ns_per_op").rstrip().endswith("reference WORSE")
