@@ -141,43 +141,44 @@ std::shared_ptr<workloads::Model> cnnOnNpu(benchmark::State& state, at::ScalarTy
   return net;
 }
 
-void BM_CnnStepRecording(benchmark::State& state) {
-  std::shared_ptr<workloads::Model> net = cnnOnNpu(state, at::kFloat);
-  if (!net) return;
-  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
-  const at::Tensor x = at::randn({64, 1, 28, 28}).to(npu::device(0));
-  const at::Tensor y = at::randint(0, 10, {64}, at::kLong).to(npu::device(0));
-  ScratchSession s("cnn.db");
-  auto train = [&] {
-    opt.zero_grad();
+// The bench's fp32 training step: the CNN with SGD on one batch.
+struct CnnStep {
+  std::shared_ptr<workloads::Model> net;
+  std::unique_ptr<torch::optim::SGD> opt;
+  at::Tensor x, y;
+  explicit CnnStep(benchmark::State& state) : net(cnnOnNpu(state, at::kFloat)) {
+    if (!net) return;
+    opt = std::make_unique<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+    x = at::randn({64, 1, 28, 28}).to(npu::device(0));
+    y = at::randint(0, 10, {64}, at::kLong).to(npu::device(0));
+  }
+  at::Tensor train() {
+    opt->zero_grad();
     at::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x), y);
     loss.backward();
-    opt.step();
+    opt->step();
     return loss;
-  };
+  }
+};
+
+void BM_CnnStepRecording(benchmark::State& state) {
+  CnnStep cnn(state);
+  if (!cnn.net) return;
+  ScratchSession s("cnn.db");
   auto recorded = [&] {
-    at::Tensor loss = train();
+    at::Tensor loss = cnn.train();
     s.session->step(prof::StepMetrics{loss.item<double>()});
   };
-  auto plain = [&] { (void)train().item<double>(); };
+  auto plain = [&] { (void)cnn.train().item<double>(); };
   const RatioResult r = alternateBlocks(state, recordingOn, recorded, noProfiler, plain, 3);
   bench::reportRatio(state, "ratio_cnn_step_recording_vs_none", r, "recording", "none");
 }
 BENCHMARK(BM_CnnStepRecording)->Iterations(40)->Unit(benchmark::kMillisecond);
 
 void BM_CnnStepCallbackFloor(benchmark::State& state) {
-  std::shared_ptr<workloads::Model> net = cnnOnNpu(state, at::kFloat);
-  if (!net) return;
-  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
-  const at::Tensor x = at::randn({64, 1, 28, 28}).to(npu::device(0));
-  const at::Tensor y = at::randint(0, 10, {64}, at::kLong).to(npu::device(0));
-  auto plain = [&] {
-    opt.zero_grad();
-    at::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x), y);
-    loss.backward();
-    opt.step();
-    (void)loss.item<double>();
-  };
+  CnnStep cnn(state);
+  if (!cnn.net) return;
+  auto plain = [&] { (void)cnn.train().item<double>(); };
   const RatioResult r = alternateBlocks(state, floorOn, plain, floorOff, plain, 3);
   floorOff();
   bench::reportRatio(state, "ratio_cnn_step_callback_floor_vs_none", r, "floor", "none");
