@@ -78,20 +78,19 @@ Status stepStatement(sqlite3* db, sqlite3_stmt* st) {
   return Status::ok();
 }
 
+// For statements whose parameters a TraceWriter::BoundInts tracks: bindings stay.
+Status stepKeepingBindings(sqlite3* db, sqlite3_stmt* st) {
+  const int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) return ioError(sqlite3_errmsg(db));
+  return Status::ok();
+}
+
 void bindOptionalInt(sqlite3_stmt* st, int col, int64_t v, int64_t none) {
   if (v == none) {
     sqlite3_bind_null(st, col);
   } else {
     sqlite3_bind_int64(st, col, v);
-  }
-}
-
-// The file's id of a process string id (0: none, bound as NULL).
-void bindStringId(sqlite3_stmt* st, int col, const std::vector<int64_t>& file_ids, uint32_t id) {
-  if (id == 0 || id > file_ids.size()) {
-    sqlite3_bind_null(st, col);
-  } else {
-    sqlite3_bind_int64(st, col, file_ids[id - 1]);
   }
 }
 
@@ -357,8 +356,12 @@ Status TraceWriter::prepareStatements() {
   const char* memory = "INSERT OR FAIL INTO memory(run_id, ts_ns, device, allocated, reserved)";
   ASSIGN_OR_RETURN(statements_.insert_op_, prepare(db, insertRows(ops, 17, 1)));
   ASSIGN_OR_RETURN(statements_.insert_ops_, prepare(db, insertRows(ops, 17, kOpsPerInsert)));
+  op_bound_[0].reset(17);
+  op_bound_[1].reset(17 * kOpsPerInsert);
   ASSIGN_OR_RETURN(statements_.insert_memory_, prepare(db, insertRows(memory, 5, 1)));
   ASSIGN_OR_RETURN(statements_.insert_memories_, prepare(db, insertRows(memory, 5, kMemoryPerInsert)));
+  memory_bound_[0].reset(5);
+  memory_bound_[1].reset(5 * kMemoryPerInsert);
   const char* blocks =
       "INSERT OR FAIL INTO memory_blocks(run_id, device, alloc_seq, free_seq, alloc_ns, free_ns, size, requested, category,"
       " op_id, step, address, owner)";
@@ -399,6 +402,8 @@ Status TraceWriter::prepareStatements() {
       " shapes_id, bytes, comm_group)";
   ASSIGN_OR_RETURN(statements_.insert_task_, prepare(db, insertRows(tasks, 13, 1)));
   ASSIGN_OR_RETURN(statements_.insert_tasks_, prepare(db, insertRows(tasks, 13, kTasksPerInsert)));
+  task_bound_[0].reset(13);
+  task_bound_[1].reset(13 * kTasksPerInsert);
   ASSIGN_OR_RETURN(statements_.insert_string_, prepare(db,
       "INSERT INTO strings(value) VALUES (?) ON CONFLICT(value) DO UPDATE SET value=excluded.value RETURNING id"));
   ASSIGN_OR_RETURN(statements_.insert_run_, prepare(db,
@@ -583,9 +588,26 @@ Status TraceWriter::writeNewStrings() {
   return Status::ok();
 }
 
+void TraceWriter::BoundInts::reset(size_t params) {
+  value.assign(params + 1, 0);  // parameters are numbered from 1
+  state.assign(params + 1, 0);
+}
+void TraceWriter::BoundInts::integer(sqlite3_stmt* st, int col, int64_t v) {
+  const size_t i = static_cast<size_t>(col);
+  if (state[i] == 2 && value[i] == v) return;
+  sqlite3_bind_int64(st, col, v);
+  state[i] = 2;
+  value[i] = v;
+}
+void TraceWriter::BoundInts::null(sqlite3_stmt* st, int col) {
+  const size_t i = static_cast<size_t>(col);
+  if (state[i] == 1) return;
+  sqlite3_bind_null(st, col);
+  state[i] = 1;
+}
+
 Status TraceWriter::writeOps(const OpBuffer& b) {
   RETURN_IF_ERROR(writeNewStrings());
-  auto fileId = [&](uint32_t id, sqlite3_stmt* st, int col) { bindStringId(st, col, string_ids_, id); };
   // Rows go in in id order: a buffer holds its ops in the order they ended (children before
   // parents); id order appends to the table's B-tree instead of splitting pages in its middle.
   op_order_.resize(b.size);
@@ -596,35 +618,36 @@ Status TraceWriter::writeOps(const OpBuffer& b) {
   if (op_max_id_ < 0) {
     ASSIGN_OR_RETURN(op_max_id_, queryInt(db_.get(), "SELECT coalesce(max(rowid), 0) FROM op_events"));
   }
-  auto bindOp = [&](sqlite3_stmt* st, int base, const OpRecord& r) {
+  auto bindOp = [&](BoundInts& bound, sqlite3_stmt* st, int base, const OpRecord& r) {
     const int64_t id = r.id + id_offset_;
     if (id == op_max_id_ + 1) {
-      sqlite3_bind_null(st, base + 1);  // the id SQLite gives the next row (max + 1)
+      bound.null(st, base + 1);  // the id SQLite gives the next row (max + 1)
     } else {
-      sqlite3_bind_int64(st, base + 1, id);
+      bound.integer(st, base + 1, id);
     }
     if (id > op_max_id_) op_max_id_ = id;
-    sqlite3_bind_int64(st, base + 2, run);
-    bindOptionalInt(st, base + 3, r.step, -1);
-    fileId(r.name_id, st, base + 4);
-    sqlite3_bind_int64(st, base + 5, r.start_ns);
-    sqlite3_bind_int64(st, base + 6, r.dur_ns);
-    sqlite3_bind_int64(st, base + 7, static_cast<int64_t>(r.thread_id));
-    sqlite3_bind_int(st, base + 8, r.depth);
-    bindOptionalInt(st, base + 9, r.parent_id < 0 ? -1 : r.parent_id + id_offset_, -1);
-    bindOptionalInt(st, base + 10, r.seq_nr, -1);
-    sqlite3_bind_int(st, base + 11, r.is_backward);
-    fileId(r.shapes_id, st, base + 12);
-    fileId(r.dtypes_id, st, base + 13);
-    bindOptionalInt(st, base + 14, r.device, -1);
-    bindOptionalInt(st, base + 15, r.device_start_ns, -1);
-    bindOptionalInt(st, base + 16, r.device_dur_ns, -1);
-    bindOptionalInt(st, base + 17, r.host_sync ? 1 : 0, 0);
+    bound.integer(st, base + 2, run);
+    bound.optional(st, base + 3, r.step, -1);
+    bound.optional(st, base + 4, fileStringId(r.name_id), -1);
+    bound.integer(st, base + 5, r.start_ns);
+    bound.integer(st, base + 6, r.dur_ns);
+    bound.integer(st, base + 7, static_cast<int64_t>(r.thread_id));
+    bound.integer(st, base + 8, r.depth);
+    bound.optional(st, base + 9, r.parent_id < 0 ? -1 : r.parent_id + id_offset_, -1);
+    bound.optional(st, base + 10, r.seq_nr, -1);
+    bound.integer(st, base + 11, r.is_backward);
+    bound.optional(st, base + 12, fileStringId(r.shapes_id), -1);
+    bound.optional(st, base + 13, fileStringId(r.dtypes_id), -1);
+    bound.optional(st, base + 14, r.device, -1);
+    bound.optional(st, base + 15, r.device_start_ns, -1);
+    bound.optional(st, base + 16, r.device_dur_ns, -1);
+    bound.optional(st, base + 17, r.host_sync ? 1 : 0, 0);
   };
   for (size_t at = 0; at < op_order_.size();) {
     const size_t rows = op_order_.size() - at >= kOpsPerInsert ? kOpsPerInsert : 1;
     sqlite3_stmt* st = rows > 1 ? statements_.insert_ops_.get() : statements_.insert_op_.get();
-    for (size_t k = 0; k < rows; ++k) bindOp(st, static_cast<int>(k * 17), b.records[op_order_[at + k]]);
+    BoundInts& bound = op_bound_[rows > 1 ? 1 : 0];
+    for (size_t k = 0; k < rows; ++k) bindOp(bound, st, static_cast<int>(k * 17), b.records[op_order_[at + k]]);
     at += rows;
     if (sqlite3_step(st) != SQLITE_DONE) {
       op_max_id_ = -1;  // unknown: the failed statement's rows may or may not be in
@@ -827,8 +850,8 @@ Status TraceWriter::write(Item& item) {
     size_t at = 0;
     for (; at + kMemoryPerInsert <= batch->size(); at += kMemoryPerInsert) {
       sqlite3_stmt* st = statements_.insert_memories_.get();
-      for (size_t i = 0; i < kMemoryPerInsert; ++i) bindMemory(st, static_cast<int>(5 * i), (*batch)[at + i]);
-      RETURN_IF_ERROR(stepStatement(db, st));
+      for (size_t i = 0; i < kMemoryPerInsert; ++i) bindMemory(memory_bound_[1], st, static_cast<int>(5 * i), (*batch)[at + i]);
+      RETURN_IF_ERROR(stepKeepingBindings(db, st));
     }
     for (; at < batch->size(); ++at) RETURN_IF_ERROR(writeMemory((*batch)[at]));
     return Status::ok();
@@ -947,12 +970,14 @@ Status TraceWriter::write(Item& item) {
     size_t at = 0;
     for (; at + kTasksPerInsert <= tasks->size(); at += kTasksPerInsert) {
       sqlite3_stmt* st = statements_.insert_tasks_.get();
-      for (size_t i = 0; i < kTasksPerInsert; ++i) RETURN_IF_ERROR(bindDeviceTask(st, static_cast<int>(13 * i), (*tasks)[at + i]));
-      RETURN_IF_ERROR(stepStatement(db, st));
+      for (size_t i = 0; i < kTasksPerInsert; ++i) {
+        RETURN_IF_ERROR(bindDeviceTask(task_bound_[1], st, static_cast<int>(13 * i), (*tasks)[at + i]));
+      }
+      RETURN_IF_ERROR(stepKeepingBindings(db, st));
     }
     for (; at < tasks->size(); ++at) {
-      RETURN_IF_ERROR(bindDeviceTask(statements_.insert_task_.get(), 0, (*tasks)[at]));
-      RETURN_IF_ERROR(stepStatement(db, statements_.insert_task_.get()));
+      RETURN_IF_ERROR(bindDeviceTask(task_bound_[0], statements_.insert_task_.get(), 0, (*tasks)[at]));
+      RETURN_IF_ERROR(stepKeepingBindings(db, statements_.insert_task_.get()));
     }
     std::lock_guard<std::mutex> lock(mu_);
     pending_tasks_ -= tasks->size();
@@ -1004,12 +1029,12 @@ Status TraceWriter::write(Item& item) {
   return Status::ok();  // FlushCmd: only needs the commit
 }
 
-void TraceWriter::bindMemory(sqlite3_stmt* st, int first, const MemoryRecord& m) {
-  sqlite3_bind_int64(st, first + 1, run_id_.load());
-  sqlite3_bind_int64(st, first + 2, m.ts_ns);
-  sqlite3_bind_int(st, first + 3, m.device);
-  sqlite3_bind_int64(st, first + 4, static_cast<int64_t>(m.allocated));
-  sqlite3_bind_int64(st, first + 5, static_cast<int64_t>(m.reserved));
+void TraceWriter::bindMemory(BoundInts& bound, sqlite3_stmt* st, int first, const MemoryRecord& m) {
+  bound.integer(st, first + 1, run_id_.load());
+  bound.integer(st, first + 2, m.ts_ns);
+  bound.integer(st, first + 3, m.device);
+  bound.integer(st, first + 4, static_cast<int64_t>(m.allocated));
+  bound.integer(st, first + 5, static_cast<int64_t>(m.reserved));
 }
 
 void TraceWriter::bindMemoryBlock(sqlite3_stmt* st, int first, const MemoryBlockRecord& b) {
@@ -1034,25 +1059,30 @@ void TraceWriter::bindMemoryBlock(sqlite3_stmt* st, int first, const MemoryBlock
 
 Status TraceWriter::writeMemory(const MemoryRecord& m) {
   sqlite3_stmt* st = statements_.insert_memory_.get();
-  bindMemory(st, 0, m);
-  return stepStatement(db_.get(), st);
+  bindMemory(memory_bound_[0], st, 0, m);
+  return stepKeepingBindings(db_.get(), st);
 }
 
-Status TraceWriter::bindDeviceTask(sqlite3_stmt* st, int base, const DeviceTaskRecord& t) {
+Status TraceWriter::bindDeviceTask(BoundInts& bound, sqlite3_stmt* st, int base, const DeviceTaskRecord& t) {
   if (t.name_id == 0 || t.type_id == 0) return invalidArgument("a device task needs a name and a type");
-  sqlite3_bind_int64(st, base + 1, run_id_.load());
-  bindOptionalInt(st, base + 2, t.step, -1);
-  bindOptionalInt(st, base + 3, t.op_id < 0 ? -1 : t.op_id + id_offset_, -1);
-  sqlite3_bind_int(st, base + 4, t.device);
-  sqlite3_bind_int(st, base + 5, t.stream);
-  bindStringId(st, base + 6, string_ids_, t.name_id);
-  bindStringId(st, base + 7, string_ids_, t.type_id);
-  sqlite3_bind_int64(st, base + 8, t.start_ns);
-  sqlite3_bind_int64(st, base + 9, t.dur_ns);
-  bindOptionalInt(st, base + 10, t.correlation, -1);
-  bindStringId(st, base + 11, string_ids_, t.shapes_id);
-  bindOptionalInt(st, base + 12, t.bytes, -1);
-  bindText(st, base + 13, t.comm_group);
+  bound.integer(st, base + 1, run_id_.load());
+  bound.optional(st, base + 2, t.step, -1);
+  bound.optional(st, base + 3, t.op_id < 0 ? -1 : t.op_id + id_offset_, -1);
+  bound.integer(st, base + 4, t.device);
+  bound.integer(st, base + 5, t.stream);
+  bound.optional(st, base + 6, fileStringId(t.name_id), -1);
+  bound.optional(st, base + 7, fileStringId(t.type_id), -1);
+  bound.integer(st, base + 8, t.start_ns);
+  bound.integer(st, base + 9, t.dur_ns);
+  bound.optional(st, base + 10, t.correlation, -1);
+  bound.optional(st, base + 11, fileStringId(t.shapes_id), -1);
+  bound.optional(st, base + 12, t.bytes, -1);
+  if (t.comm_group.empty()) {
+    bound.null(st, base + 13);
+  } else {
+    bindText(st, base + 13, t.comm_group);
+    bound.state[static_cast<size_t>(base + 13)] = 0;  // text: not kept
+  }
   return Status::ok();
 }
 

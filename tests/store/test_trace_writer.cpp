@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <cstdio>
 #include <thread>
 
@@ -709,6 +710,164 @@ TEST(TraceWriter, AnImportersNewFileIsNotSyncedAndNoInsertKeepsAStatementJournal
   ASSERT_TRUE(st.isOk());
   ASSERT_EQ(sqlite3_step(st->get()), SQLITE_ROW);
   EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st->get(), 0)), "ok");
+}
+
+// Every column of every op, device task and memory row as given, through both the 32-row and the
+// one-row statements: values that repeat, change and turn NULL and back in irregular runs (the
+// writer does not bind again a parameter that holds the value already).
+TEST(TraceWriter, EveryColumnOfEveryRowIsWrittenAsGiven) {
+  const std::string p = tempPath("columns.db");
+  std::filesystem::remove(p);
+  const uint32_t names[3] = {StringTable::global().intern("aten::mm"), StringTable::global().intern("aten::add"),
+                             StringTable::global().intern("[[2, 3]]")};
+  auto pick = [](int64_t i, int salt, int64_t n) { return static_cast<int64_t>((i * 2654435761u + salt * 40503u) >> 7) % n; };
+  constexpr int64_t kOps = 5000, kTasks = 1000, kSamples = 1000;
+  std::vector<OpRecord> ops;
+  for (int64_t i = 0; i < kOps; ++i) {
+    OpRecord r;
+    r.id = i + 1;
+    r.parent_id = pick(i, 1, 3) == 0 || i == 0 ? -1 : 1 + pick(i, 2, i);
+    r.start_ns = 1000 + i * (pick(i, 3, 2) + 1);
+    r.dur_ns = pick(i, 4, 3) * 50;
+    r.seq_nr = pick(i, 5, 4) == 0 ? -1 : pick(i, 6, 3);
+    r.device_start_ns = pick(i, 7, 3) == 0 ? -1 : 7 * pick(i, 8, 2);
+    r.device_dur_ns = r.device_start_ns < 0 ? -1 : pick(i, 9, 2);
+    r.thread_id = static_cast<uint64_t>(pick(i, 10, 2) + 1);
+    r.step = static_cast<int32_t>(pick(i, 11, 3) - 1);
+    r.name_id = names[pick(i, 12, 2)];
+    r.shapes_id = pick(i, 13, 2) == 0 ? 0 : names[2];
+    r.dtypes_id = pick(i, 14, 3) == 0 ? 0 : names[pick(i, 15, 3)];
+    r.depth = static_cast<int16_t>(pick(i, 16, 3));
+    r.device = static_cast<int8_t>(pick(i, 17, 3) - 1);
+    r.is_backward = static_cast<uint8_t>(pick(i, 18, 2));
+    r.host_sync = static_cast<uint8_t>(pick(i, 19, 4) == 0);
+    ops.push_back(r);
+  }
+  std::vector<DeviceTaskRecord> tasks;
+  for (int64_t i = 0; i < kTasks; ++i) {
+    DeviceTaskRecord t;
+    t.step = pick(i, 20, 3) - 1;
+    t.op_id = pick(i, 21, 3) == 0 ? -1 : 1 + pick(i, 22, kOps);
+    t.start_ns = 5 * pick(i, 23, 4);
+    t.dur_ns = pick(i, 24, 2);
+    t.correlation = pick(i, 25, 3) == 0 ? -1 : pick(i, 26, 2);
+    t.bytes = pick(i, 27, 2) == 0 ? -1 : 64;
+    t.device = static_cast<int32_t>(pick(i, 28, 2));
+    t.stream = static_cast<int32_t>(pick(i, 29, 3));
+    t.name_id = names[pick(i, 30, 2)];
+    t.type_id = names[pick(i, 31, 2)];
+    t.shapes_id = pick(i, 32, 2) == 0 ? 0 : names[2];
+    t.comm_group = pick(i, 33, 3) == 0 ? "" : (pick(i, 34, 2) == 0 ? "g0" : "g1");
+    tasks.push_back(t);
+  }
+  std::vector<MemoryRecord> samples;
+  for (int64_t i = 0; i < kSamples; ++i) {
+    samples.push_back(MemoryRecord{pick(i, 35, 3), static_cast<int>(pick(i, 36, 2)),
+                                   static_cast<uint64_t>(pick(i, 37, 2) * 512), static_cast<uint64_t>(pick(i, 38, 2))});
+  }
+  {
+    auto w = TraceWriter::open(p);
+    ASSERT_TRUE(w.isOk()) << w.status().message();
+    ASSERT_TRUE((*w)->beginRun(info()).isOk());
+    // Buffers of uneven sizes, so both statements see every parameter change.
+    for (size_t at = 0; at < ops.size();) {
+      auto buf = (*w)->takeBuffer();
+      const size_t n = std::min<size_t>(ops.size() - at, 37 + at % 101);
+      for (size_t k = 0; k < n; ++k) buf->records[buf->size++] = ops[at + k];
+      at += n;
+      (*w)->submit(buf);
+    }
+    for (size_t at = 0; at < tasks.size(); at += 45) {
+      (*w)->addDeviceTasks(std::vector<DeviceTaskRecord>(tasks.begin() + static_cast<std::ptrdiff_t>(at),
+                                                         tasks.begin() + static_cast<std::ptrdiff_t>(std::min(at + 45, tasks.size()))));
+    }
+    for (size_t at = 0; at < samples.size(); at += 50) {
+      (*w)->addMemory(std::vector<MemoryRecord>(samples.begin() + static_cast<std::ptrdiff_t>(at),
+                                                samples.begin() + static_cast<std::ptrdiff_t>(std::min(at + 50, samples.size()))));
+    }
+    (*w)->addMemory(MemoryRecord{77, 1, 3, 4});  // one on its own
+    ASSERT_TRUE((*w)->endRun("completed").isOk());
+  }
+  auto db = openTraceDatabase(p, OpenMode::kReadOnly);
+  ASSERT_TRUE(db.isOk());
+  auto nullable = [](sqlite3_stmt* st, int col) { return sqlite3_column_type(st, col) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, col); };
+  auto text = [](sqlite3_stmt* st, int col) {
+    const unsigned char* t = sqlite3_column_text(st, col);
+    return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
+  };
+  std::map<std::string, uint32_t> id_of = {{"aten::mm", names[0]}, {"aten::add", names[1]}, {"[[2, 3]]", names[2]}};
+  auto st = prepare(db->get(), "SELECT id, parent_id, start_ns, dur_ns, seq_nr, device_start_ns, device_dur_ns, thread_id, step,"
+                               " name, input_shapes, input_dtypes, depth, device, is_backward, run_id FROM ops ORDER BY id");
+  ASSERT_TRUE(st.isOk());
+  size_t n = 0;
+  for (; sqlite3_step(st->get()) == SQLITE_ROW; ++n) {
+    ASSERT_LT(n, ops.size());
+    const OpRecord& r = ops[n];
+    sqlite3_stmt* q = st->get();
+    EXPECT_EQ(sqlite3_column_int64(q, 0), r.id);
+    EXPECT_EQ(nullable(q, 1), r.parent_id) << r.id;
+    EXPECT_EQ(sqlite3_column_int64(q, 2), r.start_ns) << r.id;
+    EXPECT_EQ(sqlite3_column_int64(q, 3), r.dur_ns) << r.id;
+    EXPECT_EQ(nullable(q, 4), r.seq_nr) << r.id;
+    EXPECT_EQ(nullable(q, 5), r.device_start_ns) << r.id;
+    EXPECT_EQ(nullable(q, 6), r.device_dur_ns) << r.id;
+    EXPECT_EQ(sqlite3_column_int64(q, 7), static_cast<int64_t>(r.thread_id)) << r.id;
+    EXPECT_EQ(nullable(q, 8), r.step) << r.id;
+    EXPECT_EQ(id_of[text(q, 9)], r.name_id) << r.id;
+    EXPECT_EQ(r.shapes_id == 0 ? "" : "[[2, 3]]", text(q, 10)) << r.id;
+    EXPECT_EQ(r.dtypes_id == 0 ? 0u : r.dtypes_id, text(q, 11).empty() ? 0u : id_of[text(q, 11)]) << r.id;
+    EXPECT_EQ(sqlite3_column_int64(q, 12), r.depth) << r.id;
+    EXPECT_EQ(r.device < 0 ? "" : "npu:" + std::to_string(r.device), text(q, 13)) << r.id;
+    EXPECT_EQ(sqlite3_column_int64(q, 14), r.is_backward) << r.id;
+    EXPECT_EQ(sqlite3_column_int64(q, 15), 1) << r.id;
+  }
+  EXPECT_EQ(n, ops.size());
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM op_events WHERE host_sync = 1"),
+            std::count_if(ops.begin(), ops.end(), [](const OpRecord& r) { return r.host_sync != 0; }));
+  EXPECT_EQ(scalar(p, "SELECT count(*) FROM op_events WHERE host_sync IS NOT NULL AND host_sync <> 1"), 0);
+
+  auto ts = prepare(db->get(), "SELECT t.step, t.op_id, t.start_ns, t.dur_ns, t.correlation, t.bytes, t.device, t.stream,"
+                               " n.value, y.value, s.value, t.comm_group, t.run_id FROM device_tasks t"
+                               " JOIN strings n ON n.id = t.name_id JOIN strings y ON y.id = t.type_id"
+                               " LEFT JOIN strings s ON s.id = t.shapes_id ORDER BY t.id");
+  ASSERT_TRUE(ts.isOk());
+  n = 0;
+  for (; sqlite3_step(ts->get()) == SQLITE_ROW; ++n) {
+    ASSERT_LT(n, tasks.size());
+    const DeviceTaskRecord& t = tasks[n];
+    sqlite3_stmt* q = ts->get();
+    EXPECT_EQ(nullable(q, 0), t.step) << n;
+    EXPECT_EQ(nullable(q, 1), t.op_id) << n;
+    EXPECT_EQ(sqlite3_column_int64(q, 2), t.start_ns) << n;
+    EXPECT_EQ(sqlite3_column_int64(q, 3), t.dur_ns) << n;
+    EXPECT_EQ(nullable(q, 4), t.correlation) << n;
+    EXPECT_EQ(nullable(q, 5), t.bytes) << n;
+    EXPECT_EQ(sqlite3_column_int64(q, 6), t.device) << n;
+    EXPECT_EQ(sqlite3_column_int64(q, 7), t.stream) << n;
+    EXPECT_EQ(id_of[text(q, 8)], t.name_id) << n;
+    EXPECT_EQ(id_of[text(q, 9)], t.type_id) << n;
+    EXPECT_EQ(t.shapes_id == 0 ? "" : "[[2, 3]]", text(q, 10)) << n;
+    EXPECT_EQ(text(q, 11), t.comm_group) << n;
+    EXPECT_EQ(sqlite3_column_type(q, 11) == SQLITE_NULL, t.comm_group.empty()) << n;
+    EXPECT_EQ(sqlite3_column_int64(q, 12), 1) << n;
+  }
+  EXPECT_EQ(n, tasks.size());
+
+  samples.push_back(MemoryRecord{77, 1, 3, 4});
+  auto ms = prepare(db->get(), "SELECT ts_ns, device, allocated, reserved, run_id FROM memory ORDER BY rowid");
+  ASSERT_TRUE(ms.isOk());
+  n = 0;
+  for (; sqlite3_step(ms->get()) == SQLITE_ROW; ++n) {
+    ASSERT_LT(n, samples.size());
+    const MemoryRecord& m = samples[n];
+    sqlite3_stmt* q = ms->get();
+    EXPECT_EQ(sqlite3_column_int64(q, 0), m.ts_ns) << n;
+    EXPECT_EQ(sqlite3_column_int64(q, 1), m.device) << n;
+    EXPECT_EQ(sqlite3_column_int64(q, 2), static_cast<int64_t>(m.allocated)) << n;
+    EXPECT_EQ(sqlite3_column_int64(q, 3), static_cast<int64_t>(m.reserved)) << n;
+    EXPECT_EQ(sqlite3_column_int64(q, 4), 1) << n;
+  }
+  EXPECT_EQ(n, samples.size());
 }
 
 }  // namespace

@@ -161,10 +161,11 @@ class TraceWriter {
   Status dropStoredTotals();
   Status writeNewStrings();
   Status writeMemory(const MemoryRecord& m);
-  void bindMemory(sqlite3_stmt* st, int first, const MemoryRecord& m);  // parameters first+1..first+5
+  struct BoundInts;
+  void bindMemory(BoundInts& bound, sqlite3_stmt* st, int first, const MemoryRecord& m);  // first+1..first+5
   void bindMemoryBlock(sqlite3_stmt* st, int first, const MemoryBlockRecord& b);  // first+1..first+13
   Status writeTensorDump(const TensorDumpRecord& d);
-  Status bindDeviceTask(sqlite3_stmt* st, int base, const DeviceTaskRecord& t);  // parameters base+1..base+13
+  Status bindDeviceTask(BoundInts& bound, sqlite3_stmt* st, int base, const DeviceTaskRecord& t);  // base+1..base+13
   Status commit();
   // The checkpointer: copies committed WAL pages into the database on its own connection and
   // thread, so the writer's commits never wait for a checkpoint and its fsyncs.
@@ -185,6 +186,21 @@ class TraceWriter {
         insert_dump_, insert_entry_, insert_task_, insert_tasks_, insert_string_, insert_run_,
         insert_totals_, delete_totals_, end_run_, begin_, commit_;
   } statements_;
+  // What each parameter of the op, device-task and memory INSERTs holds: bindings outlive
+  // sqlite3_reset, so a parameter whose value (or NULL) is the one bound already is not bound
+  // again (run ids, NULL ids and columns, steps and devices repeat row after row: binding was
+  // ~20 % of a row's cost). Nothing else binds or clears these statements' parameters.
+  struct BoundInts {
+    std::vector<int64_t> value;
+    std::vector<uint8_t> state;  // per parameter: 0 not known, 1 NULL, 2 `value`
+    void reset(size_t params);
+    // sqlite3_bind_int64 / sqlite3_bind_null unless parameter `col` of `st` holds that already.
+    void integer(sqlite3_stmt* st, int col, int64_t v);
+    void null(sqlite3_stmt* st, int col);
+    void optional(sqlite3_stmt* st, int col, int64_t v, int64_t none) { v == none ? null(st, col) : integer(st, col, v); }
+  };
+  // [0]: the one-row statement, [1]: the many-row one.
+  BoundInts op_bound_[2], task_bound_[2], memory_bound_[2];
 
   // After the first write error (writer thread only): the reason the run failed, whether the
   // run row says so yet, and the last step whose row was committed. The results the run ended
@@ -229,6 +245,8 @@ class TraceWriter {
   std::atomic<uint64_t> written_ops_{0};
   uint32_t strings_written_ = 0;  // writer thread only: process strings already in the file
   std::vector<int64_t> string_ids_;  // writer thread only: process string id - 1 -> file id
+  // The file's id of a process string id; -1 for none (0) or one not written.
+  int64_t fileStringId(uint32_t id) const { return id == 0 || id > string_ids_.size() ? -1 : string_ids_[id - 1]; }
   bool in_txn_ = false;           // writer thread only
   int64_t id_offset_ = 0;         // writer thread only: added to the run's op ids (see BeginCmd)
   // writer thread only: the largest id in op_events, -1 when not known (after a rollback). A row
