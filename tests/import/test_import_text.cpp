@@ -2,8 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -100,9 +102,30 @@ std::string randomJsonValue(std::mt19937& rng, int depth) {
   }
 }
 
+// Writes `file` to a new temporary path, gzip-compressed when `gzip`; returns the path.
+std::string writeTemp(const std::string& file, bool gzip) {
+  char path[] = "/tmp/npuscope_stream_XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd < 0) return {};
+  if (gzip) {
+    gzFile gz = gzdopen(fd, "wb");
+    if (gz == nullptr || gzwrite(gz, file.data(), static_cast<unsigned>(file.size())) != static_cast<int>(file.size())) {
+      return {};
+    }
+    gzclose(gz);
+  } else {
+    if (::write(fd, file.data(), file.size()) != static_cast<ssize_t>(file.size())) return {};
+    ::close(fd);
+  }
+  return path;
+}
+
 // The scanner hands out exactly the events written, whatever their strings hold and wherever
 // they fall against its 64-byte blocks and 8 MiB reads: 20,000 random events (with the events
 // known as written, not as any parser reads them), a bracket and a quote in the top-level members.
+// The same file three ways: plain (mapped: 10 MiB), plain ending on a page boundary (the
+// scanner's 64-byte look-ahead past the last event runs past the file's last byte), and gzip
+// (read through zlib).
 TEST(JsonEventStream, HandsOutEveryEventExactlyWhateverItsStringsHold) {
   std::mt19937 rng(20261125);
   std::vector<std::string> events;
@@ -118,28 +141,77 @@ TEST(JsonEventStream, HandsOutEveryEventExactlyWhateverItsStringsHold) {
     events.push_back(std::move(e));
   }
   file += "], \"b\": [\"}\"]}";
-  char path[] = "/tmp/npuscope_stream_XXXXXX";
-  const int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(::write(fd, file.data(), file.size()), static_cast<ssize_t>(file.size()));
-  ::close(fd);
+  // Leading blanks end the file on a page boundary, its last event 15 bytes before it.
+  const std::string aligned = std::string((4096 - file.size() % 4096) % 4096, ' ') + file;
+  ASSERT_EQ(aligned.size() % 4096, 0u);
+  for (const auto& [text, gzip] : {std::pair<const std::string&, bool>{file, false}, {aligned, false}, {file, true}}) {
+    SCOPED_TRACE(gzip ? "gzip" : text.size() == file.size() ? "plain" : "plain, page-aligned");
+    const std::string path = writeTemp(text, gzip);
+    ASSERT_FALSE(path.empty());
+    JsonEventStream stream;
+    size_t seen = 0;
+    bool all_equal = true;
+    int64_t last_done = 0, total = 0;
+    const Status s = stream.run(
+        path,
+        [&](const char* t, size_t size, int64_t offset) -> Status {
+          if (seen >= events.size() || std::string(t, size) != events[seen] ||
+              text.compare(static_cast<size_t>(offset), size, events[seen]) != 0) {
+            if (all_equal) ADD_FAILURE() << "event " << seen << " differs: " << std::string(t, std::min<size_t>(size, 200));
+            all_equal = false;
+          }
+          ++seen;
+          return Status::ok();
+        },
+        [&](int64_t done, int64_t of) {
+          EXPECT_GE(done, last_done);
+          last_done = done;
+          total = of;
+          return true;
+        });
+    const int64_t file_bytes = static_cast<int64_t>(std::filesystem::file_size(path));
+    std::remove(path.c_str());
+    ASSERT_TRUE(s.isOk()) << s.message();
+    EXPECT_TRUE(all_equal);
+    EXPECT_EQ(seen, events.size());
+    EXPECT_EQ(stream.metadata(), "{\"a{\": \"]\\\"\", \"traceEvents\": [], \"b\": [\"}\"]}");
+    EXPECT_EQ(total, file_bytes);
+    EXPECT_EQ(last_done, file_bytes);  // progress reaches the whole file
+  }
+}
+
+// Cancelling from the progress callback stops the stream with a one-line error, mapped or read;
+// a plain file cut short is reported at its end.
+TEST(JsonEventStream, CancelAndTruncationMappedOrRead) {
+  std::string file = "{\"traceEvents\": [";
+  for (int i = 0; file.size() < (size_t{20} << 20); ++i) {
+    file += (i ? ",\n" : "") + std::string("{\"ph\": \"X\", \"name\": \"op") + std::to_string(i) + "\", \"ts\": " +
+            std::to_string(i) + ", \"dur\": 1, \"pid\": 1, \"tid\": 1}";
+  }
+  file += "]}";
+  for (bool gzip : {false, true}) {
+    SCOPED_TRACE(gzip ? "gzip" : "plain");
+    const std::string path = writeTemp(file, gzip);
+    ASSERT_FALSE(path.empty());
+    JsonEventStream stream;
+    int64_t events = 0, calls = 0;
+    const Status s = stream.run(
+        path, [&](const char*, size_t, int64_t) { ++events; return Status::ok(); },
+        [&](int64_t, int64_t) { return ++calls < 2; });
+    std::remove(path.c_str());
+    EXPECT_FALSE(s.isOk());
+    EXPECT_NE(s.message().find("import cancelled"), std::string::npos) << s.message();
+    EXPECT_GT(events, 0);
+    EXPECT_LT(events, 200000);  // stopped well before the ~290k events of the file
+  }
+  const std::string cut = writeTemp(file.substr(0, file.size() - 1000), false);
+  ASSERT_FALSE(cut.empty());
   JsonEventStream stream;
-  size_t seen = 0;
-  bool all_equal = true;
-  const Status s = stream.run(path, [&](const char* text, size_t size, int64_t offset) -> Status {
-    if (seen >= events.size() || std::string(text, size) != events[seen] ||
-        file.compare(static_cast<size_t>(offset), size, events[seen]) != 0) {
-      if (all_equal) ADD_FAILURE() << "event " << seen << " differs: " << std::string(text, std::min<size_t>(size, 200));
-      all_equal = false;
-    }
-    ++seen;
-    return Status::ok();
-  });
-  std::remove(path);
-  ASSERT_TRUE(s.isOk()) << s.message();
-  EXPECT_TRUE(all_equal);
-  EXPECT_EQ(seen, events.size());
-  EXPECT_EQ(stream.metadata(), "{\"a{\": \"]\\\"\", \"traceEvents\": [], \"b\": [\"}\"]}");
+  const Status s = stream.run(cut, [](const char*, size_t, int64_t) { return Status::ok(); });
+  std::remove(cut.c_str());
+  EXPECT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("byte " + std::to_string(file.size() - 1000) + ": the JSON ends early"), std::string::npos)
+      << s.message();
 }
 
 // parseFields' strings outlive the parser's next event: escaped ones are unescaped into the
