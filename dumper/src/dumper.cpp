@@ -185,8 +185,12 @@ constexpr int64_t kSizingStep = kNoStep + 1;  // the numbering "step" of a sizin
 // (about; the texts are added).
 constexpr uint64_t kRowOverhead = 96;
 
-// The op in flight on this thread, between the observer's kBefore and kAfter calls.
-struct Pending {
+}  // namespace
+
+// The op in flight on this thread, between the observer's kBefore and kAfter calls. Outside the
+// anonymous namespace: Dumper::Impl's lambdas capture it, and a member of internal linkage in
+// them is what -Wsubobject-linkage warns about.
+struct PendingOp {
   bool active = false;
   bool sizing = false;  // counted by a sizing pass, not dumped
   std::string op_name, op_type;
@@ -201,7 +205,9 @@ struct Pending {
   bool status_before = false;
 };
 
-thread_local Pending t_pending;
+namespace {
+
+thread_local PendingOp t_pending;
 thread_local bool t_in_dumper = false;  // recursion guard: the dumper's own work is never dumped
 thread_local bool t_update = false;     // inside a Dumper::UpdatePhase
 
@@ -341,7 +347,7 @@ struct Dumper::Impl {
   }
 
   void before(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
-    Pending& p = t_pending;
+    PendingOp& p = t_pending;
     p.active = false;
     if (halted.load(std::memory_order_relaxed)) return;
     const bool sizing_pass = sizing.load(std::memory_order_relaxed);
@@ -409,7 +415,7 @@ struct Dumper::Impl {
   }
 
   // Captures `t` into `list` (only its description in a sizing pass).
-  void take(const Pending& p, const at::Tensor& t, std::vector<CapturedTensor>* list) const {
+  void take(const PendingOp& p, const at::Tensor& t, std::vector<CapturedTensor>* list) const {
     CapturedTensor c;
     const bool tensor_mode = config.data == DumpDataKind::kTensor;
     const bool kept =
@@ -420,7 +426,7 @@ struct Dumper::Impl {
   }
 
   void after(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> results) {
-    Pending& p = t_pending;
+    PendingOp& p = t_pending;
     if (!p.active) return;
     p.active = false;
     if (halted.load(std::memory_order_relaxed)) return;
@@ -473,7 +479,7 @@ struct Dumper::Impl {
   }
 
   // A sizing pass: what this op would put in its file and its rows.
-  void count(const Pending& p, const std::vector<CapturedTensor>& outputs) {
+  void count(const PendingOp& p, const std::vector<CapturedTensor>& outputs) {
     const bool with_data = config.data != DumpDataKind::kStats;
     DumpSizeEstimate e;
     e.ops = 1;
@@ -497,7 +503,7 @@ struct Dumper::Impl {
   }
 
   // Hands the op to the DumpWriter threads (its file, then its rows).
-  void emit(Pending& p, std::vector<CapturedTensor>& outputs) {
+  void emit(PendingOp& p, std::vector<CapturedTensor>& outputs) {
     DumpedOp op;
     op.with_data = config.data != DumpDataKind::kStats;
     if (!run_dir.empty()) {
