@@ -12,7 +12,10 @@
 
 namespace npuscope::gui {
 
-namespace {
+// A named namespace, not an anonymous one: TimelineLoader (a friend of TimelineData, so of
+// external linkage) holds LocalStrings and WorkItem, and GCC warns about members of internal
+// linkage in it (-Wsubobject-linkage).
+namespace timeline_detail {
 
 constexpr int64_t kMinTime = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMaxTime = std::numeric_limits<int64_t>::max();
@@ -92,7 +95,8 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-}  // namespace
+}  // namespace timeline_detail
+using namespace timeline_detail;
 
 uint32_t Lane::lowerBound(int d, int64_t t) const {
   if (d < 0 || d >= depthCount()) return 0;

@@ -619,8 +619,6 @@ TEST(CliNproc, AKilledRankEndsTheOtherRanksRunFailed) {
   for (const std::string& f : {r0, r1}) EXPECT_EQ(sqlText(f, "PRAGMA integrity_check"), "ok") << f;
 }
 
-}  // namespace
-
 // `npuscope infer` stopped with SIGINT or SIGTERM between batches: its recorded run ends failed
 // within 2 s, exit 128 + signal.
 TEST_P(CliInterrupt, InferEndsItsRunFailedPromptly) {
@@ -644,3 +642,5 @@ TEST_P(CliInterrupt, InferEndsItsRunFailedPromptly) {
   EXPECT_NE(why.find(" batches"), std::string::npos) << why;
   EXPECT_EQ(sqlText(db, "PRAGMA integrity_check"), "ok");
 }
+
+}  // namespace

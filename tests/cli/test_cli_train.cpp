@@ -197,7 +197,9 @@ TEST(CliTrain, NprocRanksTrainAsOneProcessOnTheWholeBatch) {
   ASSERT_EQ(b.size(), 4u);
   for (size_t s = 0; s < 4; ++s) {
     EXPECT_NEAR((a[s] + b[s]) / 2, whole[s], 1e-5) << "step " << s;
-    if (s > 0) EXPECT_NE(a[s], b[s]) << "each rank has its own half of the batch";
+    if (s > 0) {
+      EXPECT_NE(a[s], b[s]) << "each rank has its own half of the batch";
+    }
   }
   const std::string job_id = sqlText(r0, "SELECT job FROM runs");
   EXPECT_FALSE(job_id.empty());

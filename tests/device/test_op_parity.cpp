@@ -976,8 +976,6 @@ std::vector<LpParam> lowPrecisionParams() {
   return out;
 }
 
-}  // namespace
-
 // ---- the tables as tests ----------------------------------------------------------------------
 class OpParity : public ::testing::TestWithParam<OpCase> {};
 
@@ -1145,3 +1143,5 @@ TEST(NpuAliasing, InPlaceOnLowPrecisionViewsWritesThrough) {
     EXPECT_TRUE(bitEqual(x.cpu(), ref.to(dt))) << c10::toString(dt) << diffSummary(x.cpu(), ref.to(dt));
   }
 }
+
+}  // namespace
