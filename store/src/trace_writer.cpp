@@ -660,7 +660,7 @@ Status TraceWriter::writeOps(const OpBuffer& b) {
   RETURN_IF_ERROR(writeOpBlocks(b));
   // The run's op table, in file ids as the rows have them (no string: 0; no parent: -1).
   if (totals_stored_) RETURN_IF_ERROR(dropStoredTotals());
-  auto fileString = [&](uint32_t id) { return id == 0 || id > string_ids_.size() ? int64_t{0} : string_ids_[id - 1]; };
+  auto fileString = [&](uint32_t id) { return std::max<int64_t>(fileStringId(id), 0); };  // none: 0
   for (uint32_t i : op_order_) {
     const OpRecord& r = b.records[i];
     totals_->add(r.id + id_offset_, r.parent_id < 0 ? -1 : r.parent_id + id_offset_, fileString(r.name_id),
