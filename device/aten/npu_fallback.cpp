@@ -254,7 +254,10 @@ void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& sche
   findDevice(st, schema, stack->data() + base, nargs);
   DeviceAllocationScope alloc_scope(st.thread, st.device);
   for (size_t i = 0; i < nargs; ++i) swapArgument(st, schema, args[i], (*stack)[base + i]);
-  cpu_op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  {
+    EmulatorWork inside(st.thread);  // what the CPU kernel dispatches is not recorded
+    cpu_op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  }
   writeBack(st);
   const size_t nret = schema.returns().size();
   const size_t rbase = stack->size() - nret;

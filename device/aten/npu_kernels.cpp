@@ -86,12 +86,15 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   if (observer) observer(OpPhase::kBefore, schema, c10::ArrayRef<c10::IValue>(c10::IValue(self)));
   const at::Tensor src_cpu = isNpu(self) ? aliasAsCpu(self) : self;
   const at::Tensor dst_cpu = isNpu(dst) ? aliasAsCpu(dst) : dst;
-  if (isNpu(dst)) {
-    checkDtypeSupported(dst.scalar_type(), "aten::copy_");
-    copyWithStatus(dst_cpu, src_cpu, device);
-  } else {
-    npu::InternalScope internal;
-    dst_cpu.copy_(src_cpu);
+  {
+    EmulatorWork inside(deviceThread());  // the CPU copy it dispatches is not recorded
+    if (isNpu(dst)) {
+      checkDtypeSupported(dst.scalar_type(), "aten::copy_");
+      copyWithStatus(dst_cpu, src_cpu, device);
+    } else {
+      npu::InternalScope internal;
+      dst_cpu.copy_(src_cpu);
+    }
   }
   if (observer) observer(OpPhase::kAfter, schema, c10::ArrayRef<c10::IValue>(c10::IValue(dst)));
   return dst;

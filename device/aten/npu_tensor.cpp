@@ -109,6 +109,14 @@ c10::Allocator* npuAllocator() { return &g_npu_allocator; }
 
 DeviceThread& deviceThread() { return t_device_thread; }
 
+}  // namespace npuscope::npu::aten
+
+namespace npuscope::npu {
+const int* emulator_work_counter() { return &aten::deviceThread().emulator_work; }
+}  // namespace npuscope::npu
+
+namespace npuscope::npu::aten {
+
 void checkDtypeSupported(c10::ScalarType s, const char* op) {
   TORCH_CHECK(s != c10::kDouble && s != c10::kComplexDouble, op,
               ": the npu device does not support ", c10::toString(s),

@@ -20,9 +20,22 @@ c10::Allocator* npuAllocator();
 // and a small op on the npu made seven of them.
 struct DeviceThread {
   int alloc_device = -1;
+  int emulator_work = 0;  // see npu::emulator_work_counter()
   std::vector<at::Tensor> alias_pool;
 };
 DeviceThread& deviceThread();
+
+// While alive, the CPU work on this thread is done for an npu op (npu::emulator_work_counter).
+class EmulatorWork {
+ public:
+  explicit EmulatorWork(DeviceThread& thread) : thread_(thread) { ++thread.emulator_work; }
+  ~EmulatorWork() { --thread_.emulator_work; }
+  EmulatorWork(const EmulatorWork&) = delete;
+  EmulatorWork& operator=(const EmulatorWork&) = delete;
+
+ private:
+  DeviceThread& thread_;
+};
 
 // While alive, CPU allocations on this thread come from the pool of `device` (so tensors made
 // by CPU kernels on behalf of an npu op are accounted to the device and can become npu tensors

@@ -90,6 +90,9 @@ struct ThreadState {
   // Who may touch buf/memory: 0 nobody, 1 the owning thread (appending), 2 a flusher (step
   // boundary or stop). Uncontended, a claim is one compare-exchange.
   std::atomic<int> claim{0};
+  // Non-zero while an npu op's CPU kernel runs on this thread: the ops it dispatches are the
+  // emulator's, not recorded (npu::emulator_work_counter).
+  const int* emulator_work = npu::emulator_work_counter();
 
   ThreadState() {
     stack.reserve(64);
@@ -250,6 +253,7 @@ uint32_t nameId(ThreadState& ts, const at::RecordFunction& fn) {
 
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   ThreadState& ts = threadState();
+  if (*ts.emulator_work != 0) return nullptr;
   Frame f;
   f.name = fn.name();
   f.children = 0;
@@ -320,7 +324,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
 void onEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   const int64_t end = nowNs();
   ThreadState& ts = threadState();
-  if (ts.stack.empty()) return;
+  if (*ts.emulator_work != 0 || ts.stack.empty()) return;
   const Frame f = ts.stack.back();
   ts.stack.pop_back();
   if (f.merged) {

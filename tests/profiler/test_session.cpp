@@ -138,13 +138,62 @@ TEST(RecordingSession, DeviceInternalWorkIsNotRecorded) {
     ASSERT_TRUE((*s)->stop().isOk());
   }
   Db db(p);
-  // One mm (its structured out= re-dispatch folded in); the CPU kernel's own calls may appear
-  // beneath it as on a CPU, but none of the device's fp16 <-> fp32 round trips.
+  // One mm (its structured out= re-dispatch folded in), none of the device's fp16 <-> fp32
+  // round trips.
   EXPECT_EQ(db.scalar("SELECT count(*) FROM ops WHERE step=1 AND name='aten::mm'"), 1);
   EXPECT_EQ(db.scalar("SELECT count(*) FROM ops WHERE step=1 AND name IN ('aten::to', 'aten::_to_copy', "
                       "'aten::copy_', 'aten::clamp', 'aten::nan_to_num', 'aten::empty_strided')"),
             0);
   EXPECT_EQ(db.scalar("SELECT count(*) FROM ops WHERE step=1 AND parent_id IS NULL"), 1);
+}
+
+// What the CPU kernel of an npu op dispatches in turn is the emulator's work: a trace of the npu
+// shows the op alone, as torch_npu's does, while the same ops on CPU tensors (recorded in the same
+// run) show what their kernels call.
+TEST(RecordingSession, TheCpuKernelOfAnNpuOpIsNotRecordedInside) {
+  const std::string p = tempPath("emulator_work.db");
+  {
+    auto s = RecordingSession::start({p, RunInfo{}, Schedule()});
+    ASSERT_TRUE(s.isOk());
+    torch::manual_seed(0);
+    // 8 x 8 x 8 per batch: libtorch's CPU bmm takes its per-batch loop (select, then addmm).
+    const at::Tensor a = at::randn({4, 8, 8}), x = at::randn({2, 3, 8, 8}), w = at::randn({4, 3, 3, 3});
+    const at::Tensor an = a.to(npu::device(0)), xn = x.to(npu::device(0)), wn = w.to(npu::device(0));
+    (*s)->step();
+    at::Tensor on_npu = at::bmm(an, an);
+    at::Tensor conv_npu = at::conv2d(xn, wn);
+    (*s)->step();
+    at::Tensor on_cpu = at::bmm(a, a);
+    at::Tensor conv_cpu = at::conv2d(x, w);
+    (*s)->step();
+    EXPECT_TRUE(at::allclose(on_npu.cpu(), on_cpu, 1e-5, 1e-5));
+    EXPECT_TRUE(at::allclose(conv_npu.cpu(), conv_cpu, 1e-5, 1e-5));
+    ASSERT_TRUE((*s)->stop().isOk());
+  }
+  Db db(p);
+  // Children other than aten::empty: libtorch's structured wrapper allocates bmm's result on the
+  // npu before the device computes it, an op of the npu like any other.
+  auto children = [&](int step, const std::string& name) {
+    return db.scalar("SELECT count(*) FROM ops c JOIN ops o ON c.parent_id = o.id WHERE o.step=" +
+                     std::to_string(step) + " AND o.name='" + name + "' AND c.name <> 'aten::empty'");
+  };
+  // On CPU tensors the kernels' own calls are there (the expectation the npu is held against).
+  EXPECT_GT(children(2, "aten::bmm"), 0);
+  EXPECT_GT(db.scalar("SELECT count(*) FROM ops WHERE step=2 AND name='aten::select'"), 0);
+  EXPECT_GT(db.scalar("SELECT count(*) FROM ops WHERE step=2 AND name LIKE 'aten::%convolution%' AND device IS NULL"), 1);
+  // On the npu: the ops the caller dispatched, leaves where the device computes.
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM ops WHERE step=1 AND name='aten::bmm' AND device='npu:0'"), 1);
+  EXPECT_EQ(children(1, "aten::bmm"), 0);
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM ops WHERE step=1 AND name IN ('aten::select', 'aten::addmm', "
+                      "'aten::mkldnn_convolution', 'aten::resolve_conj')"),
+            0);
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM ops WHERE step=1 AND name='aten::convolution_overrideable'"), 1);
+  EXPECT_EQ(children(1, "aten::convolution_overrideable"), 0);
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM ops WHERE step=1 AND device IS NULL AND name <> 'aten::empty'"), 0);
+  // Both npu kernels are leaves, so the cost model times them.
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM ops WHERE step=1 AND name IN ('aten::bmm', "
+                      "'aten::convolution_overrideable') AND device_dur_ns > 0"),
+            2);
 }
 
 // With float-status tracking on, each step's first overflowing op becomes an overflow event of

@@ -75,4 +75,14 @@ extern std::atomic<OpObserver> g_op_observer;
 }
 inline OpObserver op_observer() { return detail::g_op_observer.load(std::memory_order_relaxed); }
 
+// ---- the emulator's own work -------------------------------------------------------------
+// While an npu op's CPU kernel runs (the boxed fallback, the convolutions, copies), what that
+// kernel dispatches in turn (mkldnn_convolution, select, resolve_conj, empty, ...) is the
+// emulator's work, not an op a card runs: the calling thread's counter is non-zero then. The
+// recorder skips ops that start while it is, so a trace shows the npu op alone, as torch_npu's
+// does. (Turning RecordFunction off around the kernel instead costs libtorch 1.13 ~350 ns per op:
+// it rebuilds the thread's callback lists twice.) The pointer is this thread's counter, valid
+// for the thread's life, so a per-op check is one load.
+const int* emulator_work_counter();
+
 }  // namespace npuscope::npu
