@@ -8,6 +8,9 @@ is reported (as benchmarks/ratio.h does for the C++ benchmarks), beside total-ov
                               tensor: the device's dispatch cost seen from Python (target <= 1.3)
   ratio_py_profile_overhead   a CNN training step from Python (forward, backward, NpuFusedAdam)
                               inside npuscope.profile vs outside (target <= 1.05)
+  ratio_py_profile_overhead_transformer
+                              the same for a small transformer (4 encoder layers, d_model 64,
+                              about 1,700 ops per step: many small ops, as language models have)
   ratio_py_msprobe_statistics the same step dumped by msprobe's PrecisionDebugger (task statistics,
                               level mix: every API and module call, forward and backward, its
                               dump.json written each step) vs not dumped (target <= 1.3)
@@ -78,12 +81,22 @@ class Cnn(torch.nn.Module):
         return self.fc(x.flatten(1))
 
 
-def profile_overhead(pairs, steps, db):
+def cnn_batch():
+    return Cnn().npu(), torch.randn(64, 1, 28, 28, device="npu"), torch.randint(0, 10, (64,), device="npu")
+
+
+def transformer_batch():
+    layer = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, dropout=0.0,
+                                             batch_first=True)
+    model = torch.nn.Sequential(torch.nn.Embedding(100, 64), torch.nn.TransformerEncoder(layer, num_layers=4),
+                                torch.nn.Linear(64, 100), torch.nn.Flatten(0, 1)).npu()
+    return model, torch.randint(0, 100, (8, 32), device="npu"), torch.randint(0, 100, (8 * 32,), device="npu")
+
+
+def profile_overhead(pairs, steps, db, batch=cnn_batch):
     torch.manual_seed(0)
-    model = Cnn().npu()
+    model, x, y = batch()
     opt = optimizers.NpuFusedAdam(model.parameters(), lr=1e-3)
-    x = torch.randn(64, 1, 28, 28, device="npu")
-    y = torch.randint(0, 10, (64,), device="npu")
 
     def run():
         for _ in range(steps):
@@ -154,6 +167,11 @@ def main():
     out["ratio_py_profile_overhead"] = round(r, 3)
     out["ratio_py_profile_overhead_of_means"] = round(total, 3)
     out["py_cnn_step_ms"] = round(b / 5 * 1e3, 3)
+    with tempfile.TemporaryDirectory() as d:
+        r, total, a, b = profile_overhead(pairs=6 if quick else 12, steps=3, db=os.path.join(d, "bench.db"),
+                                          batch=transformer_batch)
+    out["ratio_py_profile_overhead_transformer"] = round(r, 3)
+    out["py_transformer_step_ms"] = round(b / 3 * 1e3, 3)
     with tempfile.TemporaryDirectory() as d:
         r, total, a, b = msprobe_overhead(pairs=4 if quick else 10, steps=5, dump_path=d)
     out["ratio_py_msprobe_statistics"] = round(r, 3)
