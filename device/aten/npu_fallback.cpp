@@ -15,6 +15,8 @@
 #include <ATen/core/function_schema.h>
 #include <c10/util/SmallVector.h>
 
+#include <algorithm>
+#include <limits>
 #include <string>
 
 #include "aten/npu_tensor.h"
@@ -241,7 +243,7 @@ void settle(OpState& st) {
 }  // namespace
 
 void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& schema, torch::jit::Stack* stack,
-              bool contiguous_results) {
+              bool contiguous_results, CpuCompute compute) {
   const auto& args = schema.arguments();
   const size_t nargs = args.size();
   const size_t base = stack->size() - nargs;
@@ -256,7 +258,11 @@ void runOnCpu(const c10::OperatorHandle& cpu_op, const c10::FunctionSchema& sche
   for (size_t i = 0; i < nargs; ++i) swapArgument(st, schema, args[i], (*stack)[base + i]);
   {
     EmulatorWork inside(st.thread);  // what the CPU kernel dispatches is not recorded
-    cpu_op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    if (compute != nullptr) {
+      compute(cpu_op, stack);
+    } else {
+      cpu_op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    }
   }
   writeBack(st);
   const size_t nret = schema.returns().size();
@@ -272,6 +278,104 @@ void npuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 void npuFallbackContiguous(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   runOnCpu(op, op.schema(), stack, /*contiguous_results=*/true);
+}
+
+namespace {
+
+extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+                       const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
+                       const float* beta, float* c, const int* ldc);
+
+// One batch element's gemm as libtorch 1.13's addmm_impl_cpu_ (beta 0, alpha 1) and cpublas::gemm
+// set it up for a result with unit stride in its last dimension: false where they would copy an
+// operand, leave the result or call their own kernel instead of BLAS (the caller then runs the
+// CPU kernel itself).
+struct BatchGemm {
+  char transa = 'n', transb = 'n';
+  int m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+  bool set(int64_t rows, int64_t cols, int64_t inner, const int64_t* s1, const int64_t* s2, int64_t out_row_stride) {
+    // The result is c transposed (row-major rows x cols = column-major cols x rows): the
+    // operands swap, m1 = batch2 (inner x cols), m2 = batch1 (rows x inner).
+    const int64_t m64 = cols, n64 = rows, k64 = inner;
+    bool ta, tb;
+    int64_t la, lb;
+    if (s2[1] == 1 && s2[0] >= std::max<int64_t>(1, m64)) {
+      ta = false, la = s2[0];
+    } else if (s2[0] == 1 && s2[1] >= std::max<int64_t>(1, k64)) {
+      ta = true, la = s2[1];
+    } else {
+      return false;
+    }
+    if (s1[1] == 1 && s1[0] >= std::max<int64_t>(1, k64)) {
+      tb = false, lb = s1[0];
+    } else if (s1[0] == 1 && s1[1] >= std::max<int64_t>(1, n64)) {
+      tb = true, lb = s1[1];
+    } else {
+      return false;
+    }
+    int64_t lc = out_row_stride;
+    // cpublas's normalize_last_dims
+    if (n64 == 1) lc = m64;
+    if (ta) {
+      if (m64 == 1) la = k64;
+    } else if (k64 == 1) {
+      la = m64;
+    }
+    if (tb) {
+      if (k64 == 1) lb = n64;
+    } else if (n64 == 1) {
+      lb = k64;
+    }
+    // use_blas_gemm
+    constexpr int64_t kMax = std::numeric_limits<int>::max();
+    if (m64 > kMax || n64 > kMax || k64 > kMax || la > kMax || lb > kMax || lc > kMax) return false;
+    if (la < std::max<int64_t>(1, ta ? k64 : m64) || lb < std::max<int64_t>(1, tb ? n64 : k64) ||
+        lc < std::max<int64_t>(1, m64)) {
+      return false;
+    }
+    transa = ta ? 't' : 'n', transb = tb ? 't' : 'n';
+    m = static_cast<int>(m64), n = static_cast<int>(n64), k = static_cast<int>(k64);
+    lda = static_cast<int>(la), ldb = static_cast<int>(lb), ldc = static_cast<int>(lc);
+    return true;
+  }
+};
+
+void bmmOutOnCpu(const c10::OperatorHandle& cpu_op, torch::jit::Stack* stack) {
+  const size_t base = stack->size() - 3;
+  const at::Tensor& b1 = (*stack)[base].toTensor();
+  const at::Tensor& b2 = (*stack)[base + 1].toTensor();
+  const at::Tensor& out = (*stack)[base + 2].toTensor();
+  BatchGemm g;
+  const bool blas = b1.dim() == 3 && b2.dim() == 3 && out.dim() == 3 && b1.scalar_type() == at::kFloat &&
+                    b2.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat && !b1.is_conj() &&
+                    !b2.is_conj() && !out.is_conj() && b1.size(0) == b2.size(0) && b1.size(2) == b2.size(1) &&
+                    out.sizes() == at::IntArrayRef{b1.size(0), b1.size(1), b2.size(2)} && out.is_contiguous() &&
+                    out.numel() > 0 && b1.size(2) > 0 &&
+                    // below this libtorch uses its own loops, not BLAS
+                    b1.size(2) * b1.size(1) * b2.size(2) >= 400 &&
+                    g.set(b1.size(1), b2.size(2), b1.size(2), b1.strides().data() + 1, b2.strides().data() + 1,
+                          out.stride(1));
+  if (!blas) {
+    cpu_op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    return;
+  }
+  const float alpha = 1, beta = 0;
+  const float* p1 = b1.data_ptr<float>();
+  const float* p2 = b2.data_ptr<float>();
+  float* po = out.data_ptr<float>();
+  for (int64_t b = 0; b < b1.size(0); ++b) {
+    sgemm_(&g.transa, &g.transb, &g.m, &g.n, &g.k, &alpha, p2 + b * b2.stride(0), &g.lda, p1 + b * b1.stride(0),
+           &g.ldb, &beta, po + b * out.stride(0), &g.ldc);
+  }
+  at::Tensor result = out;
+  torch::jit::drop(*stack, 3);
+  torch::jit::push(*stack, std::move(result));
+}
+
+}  // namespace
+
+void npuBmmOut(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  runOnCpu(op, op.schema(), stack, /*contiguous_results=*/false, &bmmOutOnCpu);
 }
 
 }  // namespace npuscope::npu::aten

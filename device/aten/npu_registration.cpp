@@ -30,6 +30,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mul.Tensor", TORCH_FN(mul));
   m.impl("div_.Tensor", TORCH_FN(div_inplace));
   m.impl("div.Tensor", TORCH_FN(div));
+  m.impl("bmm.out", torch::CppFunction::makeFromBoxedFunction<&npuBmmOut>());
   // Ops that also have a CompositeImplicitAutograd kernel: the dispatcher would prefer that
   // decomposition to the backend fallback, so the npu would not compute what the CPU computes
   // (a few ulps apart). Routing them explicitly to the fallback runs the CPU kernel itself.

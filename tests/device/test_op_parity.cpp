@@ -1144,4 +1144,59 @@ TEST(NpuAliasing, InPlaceOnLowPrecisionViewsWritesThrough) {
   }
 }
 
+// Past libtorch's small-size loops (inner x rows x cols >= 400) its CPU bmm calls BLAS once per
+// batch element, through select and addmm; the npu's bmm.out kernel makes the same gemm calls
+// without those dispatches. Every layout the gemm accepts as it is (row- or column-major operands,
+// leading dimensions wider than the matrix, one row or column, a broadcast batch) must give the
+// CPU's result bit for bit, and layouts it does not take (a strided result, small sizes) the CPU
+// kernel's own, as must the gradients, whose bmm calls see transposed operands.
+TEST(NpuBmm, EveryLayoutGivesTheCpuKernelsResultBitForBit) {
+  at::manual_seed(kSeed);
+  struct Shape { int64_t b, n, k, p; };
+  int cases = 0;
+  for (const Shape s : {Shape{4, 12, 16, 10}, Shape{3, 1, 40, 12}, Shape{3, 12, 40, 1}, Shape{2, 25, 1, 25},
+                        Shape{2, 32, 32, 32}, Shape{4, 3, 5, 4}}) {
+    for (const bool ta : {false, true}) {
+      for (const bool tb : {false, true}) {
+        for (const bool wide : {false, true}) {
+          // Operands transposed (column-major matrices), or cut from wider rows (leading dimension
+          // larger than the matrix).
+          at::Tensor a = ta ? at::randn({s.b, s.k, s.n}).transpose(1, 2) : at::randn({s.b, s.n, s.k});
+          at::Tensor b = tb ? at::randn({s.b, s.p, s.k}).transpose(1, 2) : at::randn({s.b, s.k, s.p});
+          if (wide) a = ta ? at::randn({s.b, s.k, s.n + 3}).narrow(2, 0, s.n).transpose(1, 2)
+                           : at::randn({s.b, s.n, s.k + 3}).narrow(2, 0, s.k);
+          const at::Tensor ref = at::bmm(a, b);
+          const at::Tensor got = at::bmm(a.to(dev()), b.to(dev()));
+          EXPECT_EQ(got.device(), dev());
+          EXPECT_TRUE(bitEqual(got.cpu(), ref)) << s.b << "x" << s.n << "x" << s.k << "x" << s.p << " ta " << ta
+                                                << " tb " << tb << " wide " << wide << diffSummary(got.cpu(), ref);
+          at::Tensor out = at::empty({s.b, s.n, s.p}).to(dev());
+          at::Tensor& written = at::bmm_out(out, a.to(dev()), b.to(dev()));
+          EXPECT_TRUE(written.is_same(out));
+          EXPECT_TRUE(bitEqual(out.cpu(), ref));
+          // A result with strides of its own: the CPU kernel's path (its gemm is arranged for
+          // that result, so the reference is the CPU's bmm into the same layout).
+          at::Tensor strided_ref = at::empty({s.b, s.p, s.n}).transpose(1, 2);
+          at::bmm_out(strided_ref, a, b);
+          at::Tensor strided = at::empty({s.b, s.p, s.n}).to(dev()).transpose(1, 2);
+          at::bmm_out(strided, a.to(dev()), b.to(dev()));
+          EXPECT_TRUE(bitEqual(strided.cpu(), strided_ref));
+          ++cases;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 48);
+  // A batch broadcast from one matrix (batch stride 0).
+  const at::Tensor one = at::randn({1, 32, 16}).expand({4, 32, 16}), w = at::randn({4, 16, 32});
+  EXPECT_TRUE(bitEqual(at::bmm(one.to(dev()), w.to(dev())).cpu(), at::bmm(one, w)));
+  // Gradients: backward multiplies by the transposed other operand.
+  at::Tensor x = at::randn({4, 24, 16}).requires_grad_(), y = at::randn({4, 16, 20}).requires_grad_();
+  at::Tensor xn = x.detach().to(dev()).requires_grad_(), yn = y.detach().to(dev()).requires_grad_();
+  at::bmm(x, y).pow(2).sum().backward();
+  at::bmm(xn, yn).pow(2).sum().backward();
+  EXPECT_TRUE(bitEqual(xn.grad().cpu(), x.grad()));
+  EXPECT_TRUE(bitEqual(yn.grad().cpu(), y.grad()));
+}
+
 }  // namespace
