@@ -293,26 +293,26 @@ extern "C" void sgemm_(const char* transa, const char* transb, const int* m, con
 struct BatchGemm {
   char transa = 'n', transb = 'n';
   int m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+  // An operand (matrix strides s) as it is, when its rows are contiguous and at least `rows`
+  // apart, or transposed, when its columns are and at least `cols` apart; false: neither (libtorch
+  // would copy it).
+  static bool operand(const int64_t* s, int64_t rows, int64_t cols, bool* transposed, int64_t* ld) {
+    if (s[1] == 1 && s[0] >= std::max<int64_t>(1, rows)) {
+      *transposed = false, *ld = s[0];
+    } else if (s[0] == 1 && s[1] >= std::max<int64_t>(1, cols)) {
+      *transposed = true, *ld = s[1];
+    } else {
+      return false;
+    }
+    return true;
+  }
   bool set(int64_t rows, int64_t cols, int64_t inner, const int64_t* s1, const int64_t* s2, int64_t out_row_stride) {
     // The result is c transposed (row-major rows x cols = column-major cols x rows): the
     // operands swap, m1 = batch2 (inner x cols), m2 = batch1 (rows x inner).
     const int64_t m64 = cols, n64 = rows, k64 = inner;
     bool ta, tb;
     int64_t la, lb;
-    if (s2[1] == 1 && s2[0] >= std::max<int64_t>(1, m64)) {
-      ta = false, la = s2[0];
-    } else if (s2[0] == 1 && s2[1] >= std::max<int64_t>(1, k64)) {
-      ta = true, la = s2[1];
-    } else {
-      return false;
-    }
-    if (s1[1] == 1 && s1[0] >= std::max<int64_t>(1, k64)) {
-      tb = false, lb = s1[0];
-    } else if (s1[0] == 1 && s1[1] >= std::max<int64_t>(1, n64)) {
-      tb = true, lb = s1[1];
-    } else {
-      return false;
-    }
+    if (!operand(s2, m64, k64, &ta, &la) || !operand(s1, k64, n64, &tb, &lb)) return false;
     int64_t lc = out_row_stride;
     // cpublas's normalize_last_dims
     if (n64 == 1) lc = m64;
