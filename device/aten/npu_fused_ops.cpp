@@ -8,7 +8,6 @@
 // Backward recomputes the formula with autograd on and differentiates it: the gradients are
 // the formula's, recorded as the ops that compute them (a card runs fused backward kernels).
 #include <ATen/ATen.h>
-#include <ATen/record_function.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
@@ -155,7 +154,7 @@ variable_list runFused(const variable_list& inputs, c10::ScalarType dtype, const
   for (const at::Tensor& t : inputs) {
     if (t.defined() && isNpu(t)) device = deviceIndex(t);
   }
-  at::DisableRecordFunctionGuard quiet;  // the kernel's inside
+  EmulatorWork quiet(deviceThread());  // the kernel's inside: not recorded (npu::emulator_work_counter)
   variable_list results;
   if (device < 0) {
     variable_list in;
@@ -279,7 +278,7 @@ constexpr auto kBelowAutograd = c10::after_autograd_keyset;
 
 at::Tensor confusionTranspose(const at::Tensor& self, at::IntArrayRef perm, at::IntArrayRef shape, bool transpose_first) {
   // Data movement only: no fp32 round trip.
-  at::DisableRecordFunctionGuard quiet;
+  EmulatorWork quiet(deviceThread());  // not recorded inside
   const int device = isNpu(self) ? deviceIndex(self) : -1;
   at::Tensor x = device >= 0 ? aliasAsCpu(self) : self;
   std::optional<DeviceAllocationScope> scope;

@@ -76,7 +76,8 @@ extern std::atomic<OpObserver> g_op_observer;
 inline OpObserver op_observer() { return detail::g_op_observer.load(std::memory_order_relaxed); }
 
 // ---- the emulator's own work -------------------------------------------------------------
-// While an npu op's CPU kernel runs (the boxed fallback, the convolutions, copies), what that
+// While an npu op's CPU kernel runs (the boxed fallback, the convolutions, copies, the fused
+// ops, the device's internal work), what that
 // kernel dispatches in turn (mkldnn_convolution, select, resolve_conj, empty, ...) is the
 // emulator's work, not an op a card runs: the calling thread's counter is non-zero then. The
 // recorder skips ops that start while it is, so a trace shows the npu op alone, as torch_npu's

@@ -176,7 +176,8 @@ bool take_overflow_window();
 
 // ---- internal work ----------------------------------------------------------------------
 // Set while the device does work of its own on behalf of an op (dtype round trips, status
-// checks). Profilers and dumpers skip ops run inside it, so nothing is counted twice.
+// checks). Dumpers skip ops run inside it, and the device also counts it as emulator work
+// (npu::emulator_work_counter), which the recorder skips: nothing is counted twice.
 class InternalScope {
  public:
   InternalScope() { ++depth_; }
