@@ -281,13 +281,15 @@ class Profile:
         # Module.__call__ itself is wrapped while recording (not forward hooks): the scope ends
         # even when the forward raises, so later modules never nest under a failed one.
         original = torch.nn.Module.__call__
+        labels = {}  # id(module) -> its scope's name, as _names names it
         name_of = self._module_name
-
-        scope = _C.profiler.Scope
+        call = _C.profiler.call_in_scope
 
         def __call__(module, *args, **kwargs):
-            with scope(name_of(module)):
-                return original(module, *args, **kwargs)
+            label = labels.get(id(module))
+            if label is None:
+                label = labels[id(module)] = name_of(module)
+            return call(label, original, module, args, kwargs)
 
         torch.nn.Module.__call__ = __call__
         self._hooks.append(_Restore(torch.nn.Module, "__call__", original))

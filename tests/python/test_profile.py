@@ -225,6 +225,36 @@ def test_module_scopes_of_a_raising_forward_end_with_their_step(tmp_path):
     assert roots == [(0, 1), (1, 1)]
 
 
+def test_module_calls_keep_their_arguments_results_and_hooks(tmp_path):
+    """While with_modules wraps Module.__call__: positional and keyword arguments arrive as given,
+    the result comes back, the module's own forward hooks still run, and each call is one scope."""
+    class Scale(torch.nn.Module):
+        def forward(self, x, factor=1.0, *, shift=0.0):
+            return x * factor + shift
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = Scale()
+
+        def forward(self):  # no argument at all
+            return self.scale(torch.ones(2, device="npu"), 3.0, shift=0.5)
+
+    seen = []
+    outer = Outer()
+    outer.scale.register_forward_hook(lambda m, args, out: seen.append((len(args), out.sum().item())))
+    db = str(tmp_path / "run.db")
+    with npuscope.profile(db=db) as prof:
+        out = outer()
+        kw = outer.scale(torch.ones(3, device="npu"), factor=2.0)
+    assert out.cpu().tolist() == [3.5, 3.5]
+    assert kw.cpu().tolist() == [2.0, 2.0, 2.0]
+    assert seen == [(2, 7.0), (1, 6.0)]  # a forward hook sees the positional arguments only
+    rows = query(db, """SELECT name, depth FROM ops WHERE run_id=? AND name LIKE 'nn.Module:%' ORDER BY id""",
+                 prof.run_id)
+    assert rows == [("nn.Module: Outer", 0), ("nn.Module: scale (Scale)", 1), ("nn.Module: scale (Scale)", 0)]
+
+
 def test_memory_by_owner_names_a_plain_scripts_parameters_and_its_adam_state(tmp_path):
     """No amp: npuscope.profile tags the model's parameters by name; torch.optim.Adam's state
     (two fp32 buffers per parameter) is inferred from when it was allocated and how long it
