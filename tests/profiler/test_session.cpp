@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "npuscope/store/database.h"
 #include "npuscope/device/npu.h"
@@ -398,6 +399,29 @@ TEST(Schedule, ActionsAndParsing) {
   EXPECT_NE(Schedule::parse("pause=1").status().message().find("unknown key 'pause'"), std::string::npos);
   EXPECT_FALSE(Schedule::parse("active=0").isOk());
   EXPECT_EQ(Schedule::parse("active=3")->actionFor(5), Schedule::Action::kRecord);
+}
+
+// recordedOps() counts each thread's ops without a shared counter: it must still add up to the
+// rows in the file, include a thread that ended mid-session, and start from 0 in each session.
+TEST(RecordingSession, RecordedOpsCountEveryThreadsRowsOfThisSession) {
+  at::Tensor x = at::ones({4}).to(npu::device(0));
+  for (int session = 0; session < 2; ++session) {
+    const std::string p = tempPath("counted" + std::to_string(session) + ".db");
+    auto s = RecordingSession::start({p, RunInfo{}, Schedule()});
+    ASSERT_TRUE(s.isOk());
+    for (int i = 0; i < 5 + session; ++i) x.add_(1);
+    std::thread([&] {
+      at::Tensor y = at::ones({4}).to(npu::device(0));
+      for (int i = 0; i < 7; ++i) y.mul_(2);
+    }).join();  // its state is gone before the count is read
+    (*s)->step();
+    const uint64_t counted = (*s)->recordedOps();
+    ASSERT_TRUE((*s)->stop().isOk());
+    Db db(p);
+    EXPECT_EQ(static_cast<int64_t>(counted), db.scalar("SELECT count(*) FROM op_events"));
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM ops WHERE name='aten::add_'"), 5 + session);
+    EXPECT_EQ(db.scalar("SELECT count(*) FROM ops WHERE name='aten::mul_'"), 7);
+  }
 }
 
 TEST(RecordingSession, OneAtATimeAndNothingWhenStopped) {
