@@ -126,6 +126,10 @@ struct ChromeEventParser::Impl {
 ChromeEventParser::ChromeEventParser() : impl_(std::make_unique<Impl>()) {}
 ChromeEventParser::~ChromeEventParser() = default;
 
+namespace {
+simdjson::error_code fieldsOf(od::object& obj, const char* text_end, EventFields* out, StringArena& arena);
+}  // namespace
+
 Status ChromeEventParser::parse(const char* text, size_t size, int64_t offset, const std::string& path,
                                 TraceModel& model) {
   impl_->scratch.clear();
@@ -145,16 +149,47 @@ void addParsedEvent(const EventFields& e, TraceModel& model) {
 
 Status ChromeEventParser::parseFields(const char* text, size_t size, int64_t offset, const std::string& path,
                                       EventFields* out, StringArena& arena) {
-  auto bad = [&](simdjson::error_code code) {
-    return invalidArgument(path + ": byte " + std::to_string(offset) + ": malformed event (" +
-                           simdjson::error_message(code) + ")");
-  };
   od::document doc;
-  if (auto err = impl_->parser.iterate(text, size, size + JsonEventStream::kPadding).get(doc)) return bad(err);
   od::object obj;
-  if (auto err = doc.get_object().get(obj)) return bad(err);
+  simdjson::error_code err = impl_->parser.iterate(text, size, size + JsonEventStream::kPadding).get(doc);
+  if (!err) err = doc.get_object().get(obj);
+  if (!err) err = fieldsOf(obj, text + size, out, arena);
+  if (!err) return Status::ok();
+  return invalidArgument(path + ": byte " + std::to_string(offset) + ": malformed event (" +
+                         simdjson::error_message(err) + ")");
+}
+
+size_t ChromeEventParser::parseMany(const char* text, size_t size, const uint32_t* starts, size_t count,
+                                    std::vector<EventFields>* out, StringArena& arena) {
+  // One stage 1 over the whole text (a single batch: no thread of simdjson's own), then each
+  // document as parseFields reads one. A document that does not start where the caller's event
+  // does, or fails, ends it: the caller parses from there one event at a time.
+  const size_t first = out->size();
+  od::document_stream docs;
+  if (impl_->parser.iterate_many(text, size, size + 1).get(docs)) return 0;
+  size_t n = 0;
+  for (auto it = docs.begin(); it != docs.end() && n < count; ++it, ++n) {
+    if (it.current_index() != starts[n]) break;
+    od::document_reference doc;
+    od::object obj;
+    simdjson::error_code err = (*it).get(doc);
+    if (!err) err = doc.get_object().get(obj);
+    if (!err) err = fieldsOf(obj, text + size, &out->emplace_back(), arena);
+    if (err) {
+      out->pop_back();
+      break;
+    }
+  }
+  if (n < count) out->resize(first + n);  // the failed document's fields, if any, are dropped
+  return n;
+}
+
+namespace {
+
+// An event's fields from its object; `text_end` bounds the scan for a key's closing quote.
+simdjson::error_code fieldsOf(od::object& obj, const char* text_end, EventFields* out, StringArena& arena) {
+  auto bad = [](simdjson::error_code code) { return code; };
   EventFields& e = *out;
-  const char* const text_end = text + size;
   for (auto field_or : obj) {
     od::field field;
     if (auto err = std::move(field_or).get(field)) return bad(err);
@@ -266,7 +301,9 @@ Status ChromeEventParser::parseFields(const char* text, size_t size, int64_t off
       }
     }
   }
-  return Status::ok();
+  return simdjson::SUCCESS;
 }
+
+}  // namespace
 
 }  // namespace npuscope::import

@@ -296,11 +296,18 @@ Status readChrome(const std::string& file, TraceModel& model, JsonEventStream& s
   for (size_t w = 0; w < kParsers; ++w) {
     parsers.emplace_back([&] {
       ChromeEventParser parser;
+      std::vector<uint32_t> starts;
       while (std::unique_ptr<EventBatch> b = scanned.pop()) {
         // Each event's fields are made just before it is parsed, while their cache lines are
         // hot (a resize of the whole batch first cost 9 % of an import's CPU).
         b->fields.reserve(b->events.size());
-        for (const EventBatch::Event& e : b->events) {
+        // The batch in one go; from an event that does not parse on, one at a time (the error).
+        starts.clear();
+        for (const EventBatch::Event& e : b->events) starts.push_back(e.at);
+        const size_t parsed_at_once = parser.parseMany(b->text.data(), b->text.size() - JsonEventStream::kPadding,
+                                                       starts.data(), starts.size(), &b->fields, b->arena);
+        for (size_t k = parsed_at_once; k < b->events.size(); ++k) {
+          const EventBatch::Event& e = b->events[k];
           b->status = parser.parseFields(b->text.data() + e.at, e.size, e.offset, file, &b->fields.emplace_back(), b->arena);
           if (!b->status.isOk()) {
             b->fields.pop_back();

@@ -233,5 +233,69 @@ TEST(ChromeEventParser, ParsedStringsOutliveTheNextEvent) {
   EXPECT_TRUE(ea.cat.data() >= a.data() && ea.cat.data() < a.data() + a.size());  // no copy made
 }
 
+// parseMany reads a batch of events as parseFields reads each one, and stops where parseFields
+// would fail (or where its documents do not start at the caller's events), so that the caller
+// parses from there alone.
+TEST(ChromeEventParser, ManyAtOnceReadWhatOneAtATimeReads) {
+  const std::vector<std::string> events = {
+      R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": "main", "ts": 1700000000123456.125, )"
+      R"("dur": 2.5, "args": {"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"], "Sequence number": 9}})",
+      R"({"ph":"s","id":"0x1f","pid":7,"tid":7,"ts":10,"cat":"ac2g","name":"a\"c\u00e92g"})",
+      R"({"ph": "X", "cat": "kernel", "name": "k{[}]", "pid": 0, "tid": 7, "ts": 12, "dur": 1, )"
+      R"("args": {"correlation": 41, "device": 0, "stream": "7", "External id": 3}})",
+      R"({"ph": "i", "name": "zz\\zz", "pid": 1, "tid": 1, "ts": "15", "args": 3})",
+  };
+  std::string text;
+  std::vector<uint32_t> starts;
+  for (const std::string& e : events) {
+    starts.push_back(static_cast<uint32_t>(text.size()));
+    text += e + "\n";
+  }
+  const std::string pad(JsonEventStream::kPadding, ' ');
+  const std::string padded = text + pad;
+  // One at a time, each in its own padded buffer: the expectation.
+  std::vector<std::string> own;
+  std::vector<EventFields> one(events.size());
+  ChromeEventParser single;
+  StringArena arena1;
+  for (size_t k = 0; k < events.size(); ++k) {
+    own.push_back(events[k] + pad);
+    ASSERT_TRUE(single.parseFields(own[k].data(), events[k].size(), 0, "t.json", &one[k], arena1).isOk());
+  }
+  auto same = [](const EventFields& a, const EventFields& b) {
+    return a.ph == b.ph && a.cat == b.cat && a.name == b.name && a.id == b.id && a.pid == b.pid &&
+           a.tid_text == b.tid_text && a.tid_is_number == b.tid_is_number && a.ts_ns == b.ts_ns &&
+           a.dur_ns == b.dur_ns && a.input_dims == b.input_dims && a.input_types == b.input_types &&
+           a.seq == b.seq && a.correlation == b.correlation && a.device == b.device && a.stream == b.stream &&
+           a.external == b.external;
+  };
+  ChromeEventParser parser;
+  StringArena arena;
+  std::vector<EventFields> many;
+  ASSERT_EQ(parser.parseMany(padded.data(), text.size(), starts.data(), starts.size(), &many, arena), events.size());
+  ASSERT_EQ(many.size(), events.size());
+  for (size_t k = 0; k < events.size(); ++k) EXPECT_TRUE(same(many[k], one[k])) << "event " << k;
+  EXPECT_EQ(many[0].ts_ns, int64_t{1700000000123456125});
+  EXPECT_EQ(many[1].name, "a\"c\xC3\xA9""2g");
+  EXPECT_EQ(many[2].stream, 7);
+
+  // A colon missing in the third event: the first two are read, the rest left to the caller.
+  std::string bad = text;
+  bad.replace(starts[2] + 1, 5, "\"ph\" ");
+  bad += pad;
+  many.clear();
+  EXPECT_EQ(parser.parseMany(bad.data(), text.size(), starts.data(), starts.size(), &many, arena), 2u);
+  EXPECT_EQ(many.size(), 2u);
+  EventFields e;
+  EXPECT_FALSE(parser.parseFields(bad.data() + starts[2], events[2].size(), 0, "t.json", &e, arena).isOk());
+
+  // Starts the documents do not have: nothing from the second on is taken.
+  std::vector<uint32_t> shifted = starts;
+  shifted[1] += 1;
+  many.clear();
+  EXPECT_EQ(parser.parseMany(padded.data(), text.size(), shifted.data(), shifted.size(), &many, arena), 1u);
+  EXPECT_EQ(many.size(), 1u);
+}
+
 }  // namespace
 }  // namespace npuscope::import
