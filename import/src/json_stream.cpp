@@ -275,6 +275,13 @@ class JsonEventStream::Scanner {
         i = stringByte(p, i, end);
         continue;
       }
+      if (depth_ == event_depth_ && (c == ',' || c == ' ' || c == '\n' || c == '\r' || c == '\t')) {
+        // Between two events: separators, nothing to track (most of the bytes outside events).
+        size_t k = i + 1;
+        while (k < end && (p[k] == ',' || p[k] == ' ' || p[k] == '\n' || p[k] == '\r' || p[k] == '\t')) ++k;
+        i = k - 1;
+        continue;
+      }
       if (event_start >= 0 && !kStructural[static_cast<unsigned char>(c)]) {
         // Inside an event only brackets and strings matter.
         size_t k = i + 1;
