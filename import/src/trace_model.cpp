@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <nlohmann/json.hpp>
 
 #include "npuscope/store/string_table.h"
@@ -440,10 +441,13 @@ Status TraceModel::write(TraceWriter& writer, RunSummary* summary) {
   const Nesting nest = nestHostOps();
   tracePhase("nested");
   const std::vector<Step> steps = findSteps();
-  Launches launches = linkLaunches(nest);
-  tracePhase("linked");
+  // The host ops' rows need no launch: they go to the writer while another thread links the
+  // launches (it reads the events and the nesting, and writes only what writeHostOps never reads).
+  std::future<Launches> linking = std::async(std::launch::async, [&] { return linkLaunches(nest); });
   writeHostOps(writer, nest, steps, summary);
   tracePhase("ops handed to the writer");
+  Launches launches = linking.get();
+  tracePhase("linked");
   writeDeviceTasks(writer, nest, launches, steps, summary);
   tracePhase("tasks handed to the writer");
   return endImportedRun(writer, summary, last);
@@ -532,6 +536,9 @@ int64_t TraceModel::stepAt(const std::vector<Step>& steps, int64_t t) {
 TraceModel::Launches TraceModel::linkLaunches(const Nesting& nest) {
   Launches l;
   auto& launcher = l.launcher;
+  size_t linked = 0;  // sized once: no grown-out copies left in this thread's malloc arena
+  for (size_t i = 0; i < events_.size(); ++i) linked += kind_[i] == kHost && events_[i].link >= 0;
+  launcher.reserve(linked);
   for (size_t i = 0; i < events_.size(); ++i) {
     if (kind_[i] == kHost && events_[i].link >= 0) launcher.emplace_back(events_[i].link, static_cast<uint32_t>(i));
   }

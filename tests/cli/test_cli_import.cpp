@@ -271,7 +271,7 @@ TEST(CliImport, KilledWhileWritingLeavesAConsistentFile) {
   const pid_t pid = startImport(json, db, &err);
   ASSERT_GT(pid, 0);
   std::string text;
-  ASSERT_TRUE(waitFor(err, "linked", &text)) << text;  // reading done; the writer has begun
+  ASSERT_TRUE(waitFor(err, "nested", &text)) << text;  // reading done; the writer has begun
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   kill(pid, SIGKILL);
   int status = 0;
