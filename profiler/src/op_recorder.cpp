@@ -178,9 +178,9 @@ bool isBlockingHostDeviceCopy(const char* name, c10::ArrayRef<const c10::IValue>
   return src_npu != dst_npu && !non_blocking;
 }
 
-// Input shapes and dtypes as PyTorch's profiler prints them ("[[2, 3], [], ...]",
-// "float, Scalar, ..."), interned and cached by a hash of the shapes.
-ShapeIds shapeIds(ThreadState& ts, c10::ArrayRef<const c10::IValue> inputs, uint64_t* hash_out, int* device_out) {
+// A hash of the inputs' dtypes and sizes (the key of the shape and cost caches), and the npu the
+// first npu tensor among them is on (-1: none).
+uint64_t inputsHash(c10::ArrayRef<const c10::IValue> inputs, int* device_out) {
   uint64_t h = inputs.size();
   int device = -1;
   for (const auto& v : inputs) {
@@ -204,8 +204,13 @@ ShapeIds shapeIds(ThreadState& ts, c10::ArrayRef<const c10::IValue> inputs, uint
       h = mix(h, v.isScalar() ? 3 : 4);
     }
   }
-  *hash_out = h;
   *device_out = device;
+  return h;
+}
+
+// Input shapes and dtypes as PyTorch's profiler prints them ("[[2, 3], [], ...]",
+// "float, Scalar, ..."), interned and cached by inputsHash.
+ShapeIds shapeIds(ThreadState& ts, c10::ArrayRef<const c10::IValue> inputs, uint64_t h) {
   auto it = ts.shapes.find(h);
   if (it != ts.shapes.end()) return it->second;
   std::string shapes = "[", dtypes;
@@ -295,12 +300,16 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   f.device = -1;
   f.modeled_ns = -1;
   f.host_sync = false;
-  if (keep && g_shapes.load(std::memory_order_relaxed) && fn.needsInputs()) {
-    uint64_t h = 0;
+  // The inputs say which npu an op runs on and what the cost model charges for it, whether or not
+  // the session keeps their shapes (torch_npu's record_shapes=False still has its kernels).
+  if (keep && fn.needsInputs()) {
     int device = -1;
-    const ShapeIds ids = shapeIds(ts, fn.inputs(), &h, &device);
-    f.shapes_id = ids.shapes;
-    f.dtypes_id = ids.dtypes;
+    const uint64_t h = inputsHash(fn.inputs(), &device);
+    if (g_shapes.load(std::memory_order_relaxed)) {
+      const ShapeIds ids = shapeIds(ts, fn.inputs(), h);
+      f.shapes_id = ids.shapes;
+      f.dtypes_id = ids.dtypes;
+    }
     f.device = static_cast<int8_t>(device);
     f.host_sync = device >= 0 && isBlockingHostDeviceCopy(f.name, fn.inputs());
     if (device >= 0 && fn.scope() == at::RecordScope::FUNCTION) {

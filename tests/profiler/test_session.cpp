@@ -127,6 +127,35 @@ TEST(RecordingSession, LeafNpuOpsGetModeledDeviceTimes) {
   EXPECT_GT(db.scalar("SELECT count(*) FROM memory WHERE device=0 AND allocated > 0"), 0);
 }
 
+// Without shapes (torch_npu.profiler's default record_shapes=False) the npu ops are still device
+// ops with the modeled times a run with shapes gets: only the shape and dtype columns are empty.
+TEST(RecordingSession, WithoutShapesNpuOpsKeepTheirDeviceTimes) {
+  std::map<bool, std::string> files;
+  for (bool shapes : {true, false}) {
+    files[shapes] = tempPath(shapes ? "with_shapes.db" : "without_shapes.db");
+    SessionOptions o{files[shapes], RunInfo{}, Schedule()};
+    o.record_shapes = shapes;
+    auto s = RecordingSession::start(o);
+    ASSERT_TRUE(s.isOk());
+    trainSteps(**s, 2);
+    ASSERT_TRUE((*s)->stop().isOk());
+  }
+  Db with(files[true]), without(files[false]);
+  EXPECT_EQ(without.scalar("SELECT count(*) FROM op_events WHERE shapes_id IS NOT NULL OR dtypes_id IS NOT NULL"), 0);
+  EXPECT_GT(with.scalar("SELECT count(*) FROM op_events WHERE shapes_id IS NOT NULL"), 10);
+  // The same ops on the device, each with the same modeled duration.
+  const std::string per_op =
+      "SELECT group_concat(name || ':' || device || ':' || device_dur_ns, ' ') FROM "
+      "(SELECT name, device, device_dur_ns FROM ops WHERE device_dur_ns IS NOT NULL ORDER BY id)";
+  const auto a = with.strings(per_op), b = without.strings(per_op);
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_FALSE(a[0].empty());
+  EXPECT_EQ(a[0], b[0]);
+  EXPECT_EQ(with.scalar("SELECT count(*) FROM op_events WHERE device IS NOT NULL"),
+            without.scalar("SELECT count(*) FROM op_events WHERE device IS NOT NULL"));
+}
+
 TEST(RecordingSession, DeviceInternalWorkIsNotRecorded) {
   const std::string p = tempPath("internal.db");
   {

@@ -145,6 +145,25 @@ def test_without_a_schedule_the_whole_profile_is_written_at_stop(tmp_path):
     assert info["config"]["common_config"]["record_shapes"] is True
 
 
+def test_default_arguments_still_write_the_kernels(tmp_path):
+    """torch_npu's defaults (record_shapes=False, profile_memory=False): the folder still has the
+    device's kernels (as a real export does); only their input shapes are left out."""
+    script = tmp_path / "loop.py"
+    text = LOOP.format(schedule="None", steps=2, step_call="prof.step()")
+    script.write_text(text.replace("record_shapes=True, profile_memory=True", ""))
+    out = run_python([str(script)], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    folders = glob.glob(str(tmp_path / "out" / "w0_*_ascend_pt"))
+    assert len(folders) == 1
+    info = json.load(open(os.path.join(folders[0], "profiler_info.json")))
+    assert info["config"]["common_config"]["record_shapes"] is False
+    with open(os.path.join(folders[0], "ASCEND_PROFILER_OUTPUT", "kernel_details.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {"MatMulV2"} <= {r["Type"] for r in rows}
+    assert {int(r["Step Id"]) for r in rows} == {0, 1}
+    assert all(r["Input Shapes"].strip() in ("", "N/A") for r in rows)
+
+
 def test_bad_arguments_are_refused_in_one_line():
     import torch_npu
     with pytest.raises(ValueError, match="export_type 'xml' is not one of"):
