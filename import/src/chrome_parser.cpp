@@ -164,7 +164,6 @@ size_t ChromeEventParser::parseMany(const char* text, size_t size, const uint32_
   // One stage 1 over the whole text (a single batch: no thread of simdjson's own), then each
   // document as parseFields reads one. A document that does not start where the caller's event
   // does, or fails, ends it: the caller parses from there one event at a time.
-  const size_t first = out->size();
   od::document_stream docs;
   if (impl_->parser.iterate_many(text, size, size + 1).get(docs)) return 0;
   size_t n = 0;
@@ -176,11 +175,10 @@ size_t ChromeEventParser::parseMany(const char* text, size_t size, const uint32_
     if (!err) err = doc.get_object().get(obj);
     if (!err) err = fieldsOf(obj, text + size, &out->emplace_back(), arena);
     if (err) {
-      out->pop_back();
+      out->pop_back();  // the failed document's fields
       break;
     }
   }
-  if (n < count) out->resize(first + n);  // the failed document's fields, if any, are dropped
   return n;
 }
 

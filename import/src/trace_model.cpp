@@ -684,7 +684,7 @@ void TraceModel::writeHostOps(TraceWriter& writer, const Nesting& nest, const st
     if (buf->size == 0) return;
     writer.submit(buf);
     buf = writer.takeBuffer();
-    writer.waitForBacklog(size_t{1} << 14);  // an import never drops records
+    writer.waitForBacklog(TraceWriter::kImportBacklog);  // an import never drops records
   };
   for (auto& [first_ts, tid] : nest.thread_order) {
     for (uint32_t i : nest.by_thread.at(tid)) {

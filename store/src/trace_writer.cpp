@@ -1090,9 +1090,8 @@ void TraceWriter::addDeviceTasks(std::vector<DeviceTaskRecord>&& batch) {
   if (batch.empty()) return;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    // Bounded memory: an importer hands over millions; wait while 16k (1.7 MB, ~12 ms of the
-    // writer's work) are still queued.
-    done_cv_.wait(lock, [&] { return pending_tasks_ < (size_t{1} << 14) || !error_.isOk() || stop_; });
+    // Bounded memory (kImportBacklog).
+    done_cv_.wait(lock, [&] { return pending_tasks_ < kImportBacklog || !error_.isOk() || stop_; });
     pending_tasks_ += batch.size();
     queue_.push_back(std::move(batch));
     ++enqueued_seq_;

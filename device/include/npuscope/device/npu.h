@@ -77,9 +77,9 @@ inline OpObserver op_observer() { return detail::g_op_observer.load(std::memory_
 
 // ---- the emulator's own work -------------------------------------------------------------
 // While an npu op's CPU kernel runs (the boxed fallback, the convolutions, copies, the fused
-// ops, the device's internal work), what that
-// kernel dispatches in turn (mkldnn_convolution, select, resolve_conj, empty, ...) is the
-// emulator's work, not an op a card runs: the calling thread's counter is non-zero then. The
+// ops, the device's internal work), what that kernel dispatches in turn (mkldnn_convolution,
+// select, resolve_conj, empty, ...) is the emulator's work, not an op a card runs: the calling
+// thread's counter is non-zero then. The
 // recorder skips ops that start while it is, so a trace shows the npu op alone, as torch_npu's
 // does. (Turning RecordFunction off around the kernel instead costs libtorch 1.13 ~350 ns per op:
 // it rebuilds the thread's callback lists twice.) The pointer is this thread's counter, valid

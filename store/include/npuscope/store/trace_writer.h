@@ -83,6 +83,9 @@ class TraceWriter {
   // on an op thread: a step boundary may, to bound how far the file lags behind the run).
   // Returns the nanoseconds it waited.
   int64_t waitForBacklog(size_t max_records);
+  // What an importer (which hands over millions of records) lets wait for the writer: 16k records
+  // are 1-2 MB and ~12 ms of its work. addDeviceTasks waits while that many tasks are queued.
+  static constexpr size_t kImportBacklog = size_t{1} << 14;
   // An empty buffer, recycled when possible (no allocation in steady state).
   std::unique_ptr<OpBuffer> takeBuffer();
   void addStep(const StepRecord& r);
