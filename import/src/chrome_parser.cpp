@@ -171,10 +171,8 @@ size_t ChromeEventParser::parseMany(const char* text, size_t size, const uint32_
     if (it.current_index() != starts[n]) break;
     od::document_reference doc;
     od::object obj;
-    simdjson::error_code err = (*it).get(doc);
-    if (!err) err = doc.get_object().get(obj);
-    if (!err) err = fieldsOf(obj, text + size, &out->emplace_back(), arena);
-    if (err) {
+    if ((*it).get(doc) || doc.get_object().get(obj)) break;
+    if (fieldsOf(obj, text + size, &out->emplace_back(), arena)) {
       out->pop_back();  // the failed document's fields
       break;
     }

@@ -289,6 +289,22 @@ TEST(ChromeEventParser, ManyAtOnceReadWhatOneAtATimeReads) {
   EventFields e;
   EXPECT_FALSE(parser.parseFields(bad.data() + starts[2], events[2].size(), 0, "t.json", &e, arena).isOk());
 
+  // A document that is not an object (the scanner hands out objects only, but parseMany is not
+  // to rely on it): the events before it stay as read, nothing else is added.
+  {
+    const std::string odd = events[0] + "\n[1, 2]\n" + pad;
+    const uint32_t odd_starts[] = {0, static_cast<uint32_t>(events[0].size() + 1)};
+    std::vector<EventFields> got;
+    EXPECT_EQ(parser.parseMany(odd.data(), odd.size() - pad.size(), odd_starts, 2, &got, arena), 1u);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(same(got[0], one[0]));
+    std::vector<EventFields> none;
+    EXPECT_EQ(parser.parseMany(odd.data() + odd_starts[1], odd.size() - pad.size() - odd_starts[1], odd_starts, 1,
+                               &none, arena),
+              0u);
+    EXPECT_TRUE(none.empty());
+  }
+
   // Starts the documents do not have: nothing from the second on is taken.
   std::vector<uint32_t> shifted = starts;
   shifted[1] += 1;
