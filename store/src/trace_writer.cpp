@@ -571,20 +571,19 @@ Status TraceWriter::error() const {
   return error_;
 }
 
-Status TraceWriter::writeNewStrings() {
-  // The table's string ids differ from the ids already in this file: map them.
+Status TraceWriter::writeString(uint32_t id) {
+  // The table's string ids differ from the ids in this file: map them.
   const StringTable& table = options_.strings != nullptr ? *options_.strings : StringTable::global();
-  auto fresh = table.since(strings_written_ + 1);
-  for (const std::string& s : fresh) {
-    sqlite3_stmt* st = statements_.insert_string_.get();
-    sqlite3_bind_text(st, 1, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
-    const int rc = sqlite3_step(st);
-    const int64_t id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
-    sqlite3_reset(st);
-    if (id < 0) return ioError(std::string("writing strings: ") + sqlite3_errmsg(db_.get()));
-    string_ids_.push_back(id);
-    ++strings_written_;
-  }
+  if (id > table.size()) return Status::ok();  // not the table's: unmapped, as id 0
+  const std::string s = table.value(id);
+  sqlite3_stmt* st = statements_.insert_string_.get();
+  sqlite3_bind_text(st, 1, s.data(), static_cast<int>(s.size()), SQLITE_STATIC);
+  const int rc = sqlite3_step(st);
+  const int64_t file_id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+  sqlite3_reset(st);
+  if (file_id < 0) return ioError(std::string("writing strings: ") + sqlite3_errmsg(db_.get()));
+  if (id > string_ids_.size()) string_ids_.resize(id, 0);
+  string_ids_[id - 1] = file_id;
   return Status::ok();
 }
 
@@ -607,7 +606,12 @@ void TraceWriter::BoundInts::null(sqlite3_stmt* st, int col) {
 }
 
 Status TraceWriter::writeOps(const OpBuffer& b) {
-  RETURN_IF_ERROR(writeNewStrings());
+  for (size_t i = 0; i < b.size; ++i) {
+    const OpRecord& r = b.records[i];
+    if (!stringMapped(r.name_id) || !stringMapped(r.shapes_id) || !stringMapped(r.dtypes_id)) {
+      RETURN_IF_ERROR(mapStrings(r.name_id, r.shapes_id, r.dtypes_id));
+    }
+  }
   // Rows go in in id order: a buffer holds its ops in the order they ended (children before
   // parents); id order appends to the table's B-tree instead of splitting pages in its middle.
   op_order_.resize(b.size);
@@ -966,7 +970,7 @@ Status TraceWriter::write(Item& item) {
   }
   if (auto* tasks = std::get_if<std::vector<DeviceTaskRecord>>(&item)) {
     if (run < 0) return failedPrecondition("device tasks before beginRun");
-    RETURN_IF_ERROR(writeNewStrings());
+    for (const DeviceTaskRecord& t : *tasks) RETURN_IF_ERROR(mapStrings(t.name_id, t.type_id, t.shapes_id));
     size_t at = 0;
     for (; at + kTasksPerInsert <= tasks->size(); at += kTasksPerInsert) {
       sqlite3_stmt* st = statements_.insert_tasks_.get();

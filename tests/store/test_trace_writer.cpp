@@ -454,6 +454,60 @@ TEST(TraceWriter, StringIdsAreMappedIntoEachFile) {
   EXPECT_EQ(scalar(p, "SELECT count(*) FROM runs WHERE results_json LIKE '%accuracy%'"), 1);
 }
 
+// A file holds the strings its rows use: strings the process interned before (an earlier
+// session's op names and shapes, written into another file) do not follow it into the next one.
+TEST(TraceWriter, AFileHoldsOnlyTheStringsItsRowsUse) {
+  StringTable table;
+  const uint32_t earlier = table.intern("aten::earlier_session_op");
+  const uint32_t earlier_shapes = table.intern("[[7, 7]]");
+  const uint32_t name = table.intern("aten::mm");
+  const uint32_t shapes = table.intern("[[2, 3], [3, 4]]");
+  const uint32_t dtypes = table.intern("float, float");
+  const uint32_t kernel = table.intern("MatMul");
+  const uint32_t type = table.intern("AI_CORE");
+  const uint32_t unused_later = table.intern("aten::never_recorded");
+  TraceWriter::Options o;
+  o.strings = &table;
+  const std::string first = tempPath("strings_first.db");
+  const std::string second = tempPath("strings_second.db");
+  for (const std::string& p : {first, second}) {
+    auto w = TraceWriter::open(p, o);
+    ASSERT_TRUE(w.isOk()) << w.status().message();
+    ASSERT_TRUE((*w)->beginRun(info()).isOk());
+    auto buf = (*w)->takeBuffer();
+    OpRecord r{1, -1, 100, 50, -1, -1, -1, 1, 0, p == first ? earlier : name};
+    r.shapes_id = p == first ? earlier_shapes : shapes;
+    r.dtypes_id = p == first ? 0 : dtypes;
+    buf->records[buf->size++] = r;
+    ASSERT_TRUE((*w)->submit(buf));
+    if (p == second) {
+      DeviceTaskRecord t;
+      t.op_id = 1;
+      t.start_ns = 120;
+      t.dur_ns = 10;
+      t.name_id = kernel;
+      t.type_id = type;
+      t.shapes_id = shapes;  // already written by the op
+      (*w)->addDeviceTasks({t});
+    }
+    ASSERT_TRUE((*w)->endRun("completed").isOk());
+  }
+  EXPECT_EQ(scalar(first, "SELECT count(*) FROM strings"), 2);
+  EXPECT_EQ(scalar(first, "SELECT count(*) FROM ops WHERE name='aten::earlier_session_op' AND input_shapes='[[7, 7]]'"), 1);
+  EXPECT_EQ(scalar(second, "SELECT count(*) FROM strings"), 5);
+  EXPECT_EQ(scalar(second, "SELECT count(*) FROM strings WHERE value IN ('aten::earlier_session_op', '[[7, 7]]',"
+                           " 'aten::never_recorded')"), 0);
+  EXPECT_EQ(scalar(second, "SELECT count(*) FROM ops WHERE name='aten::mm' AND input_shapes='[[2, 3], [3, 4]]'"
+                           " AND input_dtypes='float, float'"), 1);
+  EXPECT_EQ(scalar(second, "SELECT count(*) FROM device_tasks t JOIN strings n ON n.id=t.name_id JOIN strings k"
+                           " ON k.id=t.type_id JOIN strings s ON s.id=t.shapes_id WHERE n.value='MatMul'"
+                           " AND k.value='AI_CORE' AND s.value='[[2, 3], [3, 4]]'"), 1);
+  (void)unused_later;
+  for (const std::string& p : {first, second}) {
+    for (const char* sfx : {"", "-wal", "-shm"}) std::remove((p + sfx).c_str());
+  }
+}
+
 TEST(TraceWriter, ManyRunsInOneFile) {
   const std::string p = tempPath("runs.db");
   for (int i = 0; i < 3; ++i) {

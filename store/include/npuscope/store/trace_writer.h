@@ -162,7 +162,18 @@ class TraceWriter {
   Status writeOpBlocks(const OpBuffer& b);
   Status storeTotals();
   Status dropStoredTotals();
-  Status writeNewStrings();
+  // Process strings are written into the file at their first use there (mapStrings): a file
+  // holds the strings its rows use, not every string the process interned before it (an earlier
+  // session's names and shapes). 0 and ids the table does not hold stay unmapped.
+  bool stringMapped(uint32_t id) const { return id == 0 || (id <= string_ids_.size() && string_ids_[id - 1] > 0); }
+  Status mapStrings(uint32_t a, uint32_t b, uint32_t c) {
+    if (stringMapped(a) && stringMapped(b) && stringMapped(c)) return Status::ok();
+    for (uint32_t id : {a, b, c}) {
+      if (!stringMapped(id)) RETURN_IF_ERROR(writeString(id));
+    }
+    return Status::ok();
+  }
+  Status writeString(uint32_t id);
   Status writeMemory(const MemoryRecord& m);
   struct BoundInts;
   void bindMemory(BoundInts& bound, sqlite3_stmt* st, int first, const MemoryRecord& m);  // first+1..first+5
@@ -246,10 +257,11 @@ class TraceWriter {
   std::atomic<int64_t> run_id_{-1};
   std::atomic<uint64_t> dropped_{0};
   std::atomic<uint64_t> written_ops_{0};
-  uint32_t strings_written_ = 0;  // writer thread only: process strings already in the file
-  std::vector<int64_t> string_ids_;  // writer thread only: process string id - 1 -> file id
-  // The file's id of a process string id; -1 for none (0) or one not written.
-  int64_t fileStringId(uint32_t id) const { return id == 0 || id > string_ids_.size() ? -1 : string_ids_[id - 1]; }
+  std::vector<int64_t> string_ids_;  // writer thread only: process string id - 1 -> file id (0: not in the file)
+  // The file's id of a process string id; -1 for none (0) or one not mapped (mapString).
+  int64_t fileStringId(uint32_t id) const {
+    return id == 0 || id > string_ids_.size() || string_ids_[id - 1] == 0 ? -1 : string_ids_[id - 1];
+  }
   bool in_txn_ = false;           // writer thread only
   int64_t id_offset_ = 0;         // writer thread only: added to the run's op ids (see BeginCmd)
   // writer thread only: the largest id in op_events, -1 when not known (after a rollback). A row
