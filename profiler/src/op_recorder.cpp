@@ -3,6 +3,7 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
 
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -80,6 +81,12 @@ struct ThreadState {
   std::vector<MemoryBlockRecord> blocks;
   std::vector<Frame> stack;
   std::unordered_map<const char*, uint32_t> names;  // schema names: stable pointers
+  // The names most recently found there, by pointer: one compare instead of a hash lookup.
+  struct NameSlot {
+    const char* name = nullptr;
+    uint32_t id = 0;
+  };
+  std::array<NameSlot, 256> recent_names{};
   std::unordered_map<uint64_t, std::pair<std::string, uint32_t>> dynamic_names;  // by content hash
   std::unordered_map<uint64_t, ShapeIds> shapes;
   std::unordered_map<uint64_t, int64_t> cost;  // (name, shapes) -> modeled device ns
@@ -96,6 +103,7 @@ struct ThreadState {
   // Non-zero while an npu op's CPU kernel runs on this thread: the ops it dispatches are the
   // emulator's, not recorded (npu::emulator_work_counter).
   const int* emulator_work = npu::emulator_work_counter();
+  uint64_t rf_thread = 0;  // RecordFunction's id of this thread, once stateOf() has seen it
 
   ThreadState() {
     stack.reserve(64);
@@ -108,6 +116,24 @@ struct ThreadState {
 ThreadState& threadState() {
   thread_local ThreadState state;
   return state;
+}
+
+// Thread states by RecordFunction's thread id (sequential from 1, never reused; the callback
+// gets it for free), for the per-op callbacks: the thread_local above costs a guard test and,
+// in the Python module (loaded with dlopen), calls into ld.so (__tls_get_addr) at every use,
+// about 130 instructions of each recorded op there. A slot is written and read by its own
+// thread only.
+constexpr uint64_t kStatesByRfThread = 4096;
+std::array<std::atomic<ThreadState*>, kStatesByRfThread> g_states_by_rf_thread{};
+
+ThreadState& stateOf(const at::RecordFunction& fn) {
+  const uint64_t tid = fn.threadId();
+  if (tid == 0 || tid >= kStatesByRfThread) return threadState();
+  if (ThreadState* s = g_states_by_rf_thread[tid].load(std::memory_order_relaxed)) return *s;
+  ThreadState& s = threadState();
+  s.rf_thread = tid;
+  g_states_by_rf_thread[tid].store(&s, std::memory_order_relaxed);
+  return s;
 }
 
 // Every op recorded by any thread, ever (caller holds g_registry_mu).
@@ -141,6 +167,7 @@ void flushLocked(ThreadState& ts, TraceWriter* w) {
 }
 
 ThreadState::~ThreadState() {
+  if (rf_thread != 0) g_states_by_rf_thread[rf_thread].store(nullptr, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(g_registry_mu);
   registry().erase(this);
   g_recorded.fetch_add(recorded.load(std::memory_order_relaxed), std::memory_order_relaxed);
@@ -169,8 +196,11 @@ const char* dtypeName(c10::ScalarType t) {
 // `aten::_copy_from(src, dst, non_blocking)` between host and npu memory without non_blocking:
 // torch_npu synchronises the stream for it, so a real host waits for the device there (the
 // predicted timeline's sync points; names like aten::_local_scalar_dense are judged in core).
-bool isBlockingHostDeviceCopy(const char* name, c10::ArrayRef<const c10::IValue> inputs) {
-  if (std::strcmp(name, "aten::_copy_from") != 0 && std::strcmp(name, "aten::_copy_from_and_resize") != 0) return false;
+// `name_id`: the op's interned name (compared as an id: this runs for every npu op).
+bool isBlockingHostDeviceCopy(uint32_t name_id, c10::ArrayRef<const c10::IValue> inputs) {
+  static const uint32_t copy_from = StringTable::global().intern("aten::_copy_from");
+  static const uint32_t copy_from_and_resize = StringTable::global().intern("aten::_copy_from_and_resize");
+  if (name_id != copy_from && name_id != copy_from_and_resize) return false;
   if (inputs.size() < 2 || !inputs[0].isTensor() || !inputs[1].isTensor()) return false;
   const bool src_npu = inputs[0].toTensor().device().type() == npu::kDeviceType;
   const bool dst_npu = inputs[1].toTensor().device().type() == npu::kDeviceType;
@@ -194,7 +224,7 @@ uint64_t inputsHash(c10::ArrayRef<const c10::IValue> inputs, int* device_out) {
       for (int64_t s : t.sizes()) h = mix(h, static_cast<uint64_t>(s));
       h = mix(h, 0xfeed);
       if (device < 0 && t.device().type() == npu::kDeviceType) device = t.device().index();
-    } else if (v.isTensorList()) {
+    } else if (v.isList() && v.isTensorList()) {  // isList() is inline, isTensorList() a call
       h = mix(h, 2);
       for (const at::Tensor& t : v.toTensorList()) {
         h = mix(h, static_cast<uint64_t>(t.scalar_type()));
@@ -254,30 +284,54 @@ ShapeIds shapeIds(ThreadState& ts, c10::ArrayRef<const c10::IValue> inputs, uint
 uint32_t nameId(ThreadState& ts, const at::RecordFunction& fn) {
   const char* name = fn.name();
   if (fn.scope() == at::RecordScope::FUNCTION) {
+    ThreadState::NameSlot& slot = ts.recent_names[(reinterpret_cast<uintptr_t>(name) >> 3) % ts.recent_names.size()];
+    if (slot.name == name) return slot.id;
     auto it = ts.names.find(name);
-    if (it != ts.names.end()) return it->second;
-    if (fn.operator_name().has_value()) return ts.names.emplace(name, StringTable::global().intern(name)).first->second;
+    if (it == ts.names.end() && fn.operator_name().has_value()) {
+      it = ts.names.emplace(name, StringTable::global().intern(name)).first;
+    }
+    if (it != ts.names.end()) {
+      slot = {name, it->second};
+      return it->second;
+    }
   }
-  uint64_t h = 1469598103934665603ull;
-  for (const char* c = name; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+  // Keyed by the length and two 8-byte words, the last and one from the middle: such names differ
+  // near their end ("autograd::engine::evaluate_function: AddBackward0" / "...: MulBackward0"),
+  // and the full compare below decides. Hashing every character was most of a backward op's cost.
+  const size_t n = std::strlen(name);
+  uint64_t h = n;
+  if (n >= 8) {
+    uint64_t last, middle;
+    std::memcpy(&last, name + n - 8, 8);
+    std::memcpy(&middle, name + (n - 8) / 2, 8);
+    h = mix(mix(h, last), middle);
+  } else {
+    for (size_t i = 0; i < n; ++i) h = mix(h, static_cast<unsigned char>(name[i]));
+  }
   auto it = ts.dynamic_names.find(h);
-  if (it != ts.dynamic_names.end() && it->second.first == name) return it->second.second;
+  if (it != ts.dynamic_names.end() && it->second.first.size() == n && std::memcmp(it->second.first.data(), name, n) == 0) {
+    return it->second.second;
+  }
   const uint32_t id = StringTable::global().intern(name);
   ts.dynamic_names[h] = {name, id};
   return id;
 }
 
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
-  ThreadState& ts = threadState();
+  ThreadState& ts = stateOf(fn);
   if (*ts.emulator_work != 0) return nullptr;
   Frame f;
   f.name = fn.name();
   f.children = 0;
   f.npu_children = 0;
   f.merged = false;
+  const bool keep = g_keep.load(std::memory_order_relaxed);
+  f.name_id = keep ? nameId(ts, fn) : 0;  // 0: not looked up (recording was off at the start)
   if (!ts.stack.empty()) {
     Frame& parent = ts.stack.back();
-    if (fn.scope() == at::RecordScope::FUNCTION && std::strcmp(parent.name, f.name) == 0) {
+    // Interned ids compare as the names do (most names share "aten::": strcmp reads on past it).
+    if (fn.scope() == at::RecordScope::FUNCTION &&
+        (f.name_id != 0 && parent.name_id != 0 ? parent.name_id == f.name_id : std::strcmp(parent.name, f.name) == 0)) {
       f = parent;
       f.merged = true;
       f.children = 0;
@@ -294,8 +348,6 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     g_epoch.fetch_add(1, std::memory_order_relaxed);
     if (f.backward) g_after_backward.store(true, std::memory_order_relaxed);
   }
-  const bool keep = g_keep.load(std::memory_order_relaxed);
-  f.name_id = keep ? nameId(ts, fn) : 0;  // 0: not looked up (recording was off at the start)
   f.shapes_id = f.dtypes_id = 0;
   f.device = -1;
   f.modeled_ns = -1;
@@ -311,7 +363,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
       f.dtypes_id = ids.dtypes;
     }
     f.device = static_cast<int8_t>(device);
-    f.host_sync = device >= 0 && isBlockingHostDeviceCopy(f.name, fn.inputs());
+    f.host_sync = device >= 0 && isBlockingHostDeviceCopy(f.name_id, fn.inputs());
     if (device >= 0 && fn.scope() == at::RecordScope::FUNCTION) {
       const uint64_t key = mix(h, f.name_id);
       auto cit = ts.cost.find(key);
@@ -343,7 +395,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
 
 void onEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   const int64_t end = nowNs();
-  ThreadState& ts = threadState();
+  ThreadState& ts = stateOf(fn);
   if (*ts.emulator_work != 0 || ts.stack.empty()) return;
   const Frame f = ts.stack.back();
   ts.stack.pop_back();

@@ -348,6 +348,30 @@ TEST(RecordingSession, AScopeThatBeganInWarmupIsRecordedWithItsName) {
   EXPECT_EQ(db.scalar("SELECT count(*) FROM op_events WHERE name_id IS NULL OR name_id NOT IN (SELECT id FROM strings)"), 0);
 }
 
+// Names that are not operators' (user scopes, autograd nodes) are looked up by content: scopes
+// whose names share their length and most characters, strings built anew for each scope as
+// autograd builds its node names, keep their own names row after row.
+TEST(RecordingSession, LookalikeScopeNamesKeepTheirOwnNames) {
+  const std::string p = tempPath("lookalike_scopes.db");
+  const std::vector<std::string> names = {"block_A_forward_of_layer_07", "block_B_forward_of_layer_07",
+                                          "block_A_forward_of_layer_08", "block_A_forward_of_layer_0"};
+  {
+    SessionOptions o;
+    o.path = p;
+    auto s = RecordingSession::start(o);
+    ASSERT_TRUE(s.isOk());
+    for (int i = 0; i < 12; ++i) {
+      const std::string name = names[static_cast<size_t>(i) % names.size()];  // a new string each time
+      UserScope scope(name.c_str());
+    }
+    ASSERT_TRUE((*s)->stop().isOk());
+  }
+  Db db(p);
+  std::vector<std::string> want;
+  for (int i = 0; i < 12; ++i) want.push_back(names[static_cast<size_t>(i) % names.size()]);
+  EXPECT_EQ(db.strings("SELECT name FROM ops WHERE name LIKE 'block_%' ORDER BY id"), want);
+}
+
 TEST(RecordingSession, DumpedTensorsLinkToTheOpsThatProducedThem) {
   const std::string p = tempPath("linked.db");
   auto sched = Schedule::parse("skip_first=1");  // step 0 dumped but not recorded
