@@ -577,7 +577,7 @@ Status TraceWriter::writeString(uint32_t id) {
   if (id > table.size()) return Status::ok();  // not the table's: unmapped, as id 0
   const std::string s = table.value(id);
   sqlite3_stmt* st = statements_.insert_string_.get();
-  sqlite3_bind_text(st, 1, s.data(), static_cast<int>(s.size()), SQLITE_STATIC);
+  sqlite3_bind_text(st, 1, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);  // bindings outlive `s`
   const int rc = sqlite3_step(st);
   const int64_t file_id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
   sqlite3_reset(st);
@@ -606,12 +606,7 @@ void TraceWriter::BoundInts::null(sqlite3_stmt* st, int col) {
 }
 
 Status TraceWriter::writeOps(const OpBuffer& b) {
-  for (size_t i = 0; i < b.size; ++i) {
-    const OpRecord& r = b.records[i];
-    if (!stringMapped(r.name_id) || !stringMapped(r.shapes_id) || !stringMapped(r.dtypes_id)) {
-      RETURN_IF_ERROR(mapStrings(r.name_id, r.shapes_id, r.dtypes_id));
-    }
-  }
+  for (size_t i = 0; i < b.size; ++i) RETURN_IF_ERROR(mapStrings(b.records[i].name_id, b.records[i].shapes_id, b.records[i].dtypes_id));
   // Rows go in in id order: a buffer holds its ops in the order they ended (children before
   // parents); id order appends to the table's B-tree instead of splitting pages in its middle.
   op_order_.resize(b.size);

@@ -17,7 +17,7 @@ class StringTable {
 
   // The id of `s`, adding it when new. Thread-safe; takes a lock (callers cache ids).
   uint32_t intern(std::string_view s);
-  // Strings with ids in [from, from + result.size()), for writers catching up.
+  // Strings with ids in [from, from + result.size()) (a writer maps only the ids its rows use).
   std::vector<std::string> since(uint32_t from) const;
   // The string of `id` ("" for 0 or an unknown id).
   std::string value(uint32_t id) const;

@@ -167,7 +167,7 @@ class TraceWriter {
   // session's names and shapes). 0 and ids the table does not hold stay unmapped.
   bool stringMapped(uint32_t id) const { return id == 0 || (id <= string_ids_.size() && string_ids_[id - 1] > 0); }
   Status mapStrings(uint32_t a, uint32_t b, uint32_t c) {
-    if (stringMapped(a) && stringMapped(b) && stringMapped(c)) return Status::ok();
+    if (stringMapped(a) && stringMapped(b) && stringMapped(c)) return Status::ok();  // nearly every row
     for (uint32_t id : {a, b, c}) {
       if (!stringMapped(id)) RETURN_IF_ERROR(writeString(id));
     }
@@ -258,7 +258,7 @@ class TraceWriter {
   std::atomic<uint64_t> dropped_{0};
   std::atomic<uint64_t> written_ops_{0};
   std::vector<int64_t> string_ids_;  // writer thread only: process string id - 1 -> file id (0: not in the file)
-  // The file's id of a process string id; -1 for none (0) or one not mapped (mapString).
+  // The file's id of a process string id; -1 for none (0) or one not mapped (mapStrings).
   int64_t fileStringId(uint32_t id) const {
     return id == 0 || id > string_ids_.size() || string_ids_[id - 1] == 0 ? -1 : string_ids_[id - 1];
   }
