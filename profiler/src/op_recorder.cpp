@@ -103,7 +103,6 @@ struct ThreadState {
   // Non-zero while an npu op's CPU kernel runs on this thread: the ops it dispatches are the
   // emulator's, not recorded (npu::emulator_work_counter).
   const int* emulator_work = npu::emulator_work_counter();
-  uint64_t rf_thread = 0;  // RecordFunction's id of this thread, once stateOf() has seen it
 
   ThreadState() {
     stack.reserve(64);
@@ -116,24 +115,6 @@ struct ThreadState {
 ThreadState& threadState() {
   thread_local ThreadState state;
   return state;
-}
-
-// Thread states by RecordFunction's thread id (sequential from 1, never reused; the callback
-// gets it for free), for the per-op callbacks: the thread_local above costs a guard test and,
-// in the Python module (loaded with dlopen), calls into ld.so (__tls_get_addr) at every use,
-// about 130 instructions of each recorded op there. A slot is written and read by its own
-// thread only.
-constexpr uint64_t kStatesByRfThread = 4096;
-std::array<std::atomic<ThreadState*>, kStatesByRfThread> g_states_by_rf_thread{};
-
-ThreadState& stateOf(const at::RecordFunction& fn) {
-  const uint64_t tid = fn.threadId();
-  if (tid == 0 || tid >= kStatesByRfThread) return threadState();
-  if (ThreadState* s = g_states_by_rf_thread[tid].load(std::memory_order_relaxed)) return *s;
-  ThreadState& s = threadState();
-  s.rf_thread = tid;
-  g_states_by_rf_thread[tid].store(&s, std::memory_order_relaxed);
-  return s;
 }
 
 // Every op recorded by any thread, ever (caller holds g_registry_mu).
@@ -167,7 +148,6 @@ void flushLocked(ThreadState& ts, TraceWriter* w) {
 }
 
 ThreadState::~ThreadState() {
-  if (rf_thread != 0) g_states_by_rf_thread[rf_thread].store(nullptr, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(g_registry_mu);
   registry().erase(this);
   g_recorded.fetch_add(recorded.load(std::memory_order_relaxed), std::memory_order_relaxed);
@@ -318,7 +298,9 @@ uint32_t nameId(ThreadState& ts, const at::RecordFunction& fn) {
 }
 
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
-  ThreadState& ts = stateOf(fn);
+  // The running thread's state, not the one fn.threadId() names: a RecordFunction may be made on
+  // one thread and started on another (c10d's Gloo work).
+  ThreadState& ts = threadState();
   if (*ts.emulator_work != 0) return nullptr;
   Frame f;
   f.name = fn.name();
@@ -395,7 +377,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
 
 void onEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   const int64_t end = nowNs();
-  ThreadState& ts = stateOf(fn);
+  ThreadState& ts = threadState();
   if (*ts.emulator_work != 0 || ts.stack.empty()) return;
   const Frame f = ts.stack.back();
   ts.stack.pop_back();

@@ -2,6 +2,7 @@
 #include <sqlite3.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <ATen/record_function.h>
 
 #include <cstdio>
 #include <map>
@@ -370,6 +371,33 @@ TEST(RecordingSession, LookalikeScopeNamesKeepTheirOwnNames) {
   std::vector<std::string> want;
   for (int i = 0; i < 12; ++i) want.push_back(names[static_cast<size_t>(i) % names.size()]);
   EXPECT_EQ(db.strings("SELECT name FROM ops WHERE name LIKE 'block_%' ORDER BY id"), want);
+}
+
+// A RecordFunction made on one thread may run its callbacks on another (c10d's Gloo work is made
+// by the caller and started by a worker thread): the op belongs to the thread that runs it, never
+// to the stack of the thread that made it.
+TEST(RecordingSession, AnOpStartedOnAnotherThreadThanItsMakerKeepsToTheRunningThread) {
+  const std::string p = tempPath("handed_over.db");
+  {
+    SessionOptions o;
+    o.path = p;
+    auto s = RecordingSession::start(o);
+    ASSERT_TRUE(s.isOk());
+    {
+      UserScope outer("maker_scope");
+      auto made_here = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
+      ASSERT_TRUE(made_here->isActive());
+      std::thread runner([&] {
+        made_here->before("run_elsewhere");
+        made_here.reset();  // the end callbacks
+      });
+      runner.join();
+    }
+    ASSERT_TRUE((*s)->stop().isOk());
+  }
+  Db db(p);
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM ops WHERE name='run_elsewhere' AND parent_id IS NULL AND depth=0"), 1);
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM ops WHERE name='maker_scope' AND parent_id IS NULL"), 1);
 }
 
 TEST(RecordingSession, DumpedTensorsLinkToTheOpsThatProducedThem) {
